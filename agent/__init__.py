@@ -1,0 +1,1 @@
+"""A personal AI assistant for every signed-in user of a Django site."""

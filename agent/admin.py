@@ -1,0 +1,1 @@
+"""Staff pages; filled in by the admin module."""

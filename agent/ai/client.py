@@ -1,0 +1,214 @@
+"""``complete()``: one model call, one journal row, every SDK error mapped to a code."""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from ..conf import agent_settings
+from ..models import AIRequest, AgentSettings, Endpoint, UserSettings
+from . import guard, usage
+
+logger = logging.getLogger(__name__)
+
+
+class AIError(Exception):
+    """A model call that did not give an answer; ``code`` is one of SPEC §7."""
+
+    def __init__(self, code: str, status: int | None = None, *, request_id: Any = None, limit: str | None = None):
+        super().__init__(code)
+        self.code = code
+        self.status = status
+        self.request_id = request_id
+        self.limit = limit
+
+    def params(self) -> dict[str, Any]:
+        params: dict[str, Any] = {"code": self.code}
+        if self.status is not None:
+            params["status"] = self.status
+        if self.limit is not None:
+            params["limit"] = self.limit
+        return params
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class Completion:
+    content: str
+    tool_calls: list[ToolCall]
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cost_usd: Decimal
+    latency_ms: int
+    request_id: Any
+    raw_tool_calls: list[dict[str, Any]] = field(default_factory=list)
+
+
+def effective_endpoint(user: Any) -> Endpoint | None:
+    """The user's own endpoint when it is usable, else the site default."""
+    own = UserSettings.objects.filter(user=user).select_related("endpoint").first()
+    if own is not None and own.endpoint is not None and own.endpoint.enabled:
+        return own.endpoint
+    return AgentSettings.current().default_endpoint
+
+
+_clients: dict[tuple[Any, ...], Any] = {}
+_clients_lock = threading.Lock()
+
+
+def _client_for(endpoint: Endpoint) -> Any:
+    """One ``openai.OpenAI`` per endpoint per process (its connection pool is reused)."""
+    import openai
+
+    key = _api_key(endpoint)
+    cache_key = (endpoint.pk, endpoint.base_url, endpoint.timeout_s, key, agent_settings.MODEL_MAX_RETRIES)
+    with _clients_lock:
+        client = _clients.get(cache_key)
+        if client is None:
+            client = openai.OpenAI(
+                api_key=key or "unused", base_url=endpoint.base_url,
+                timeout=float(endpoint.timeout_s), max_retries=agent_settings.MODEL_MAX_RETRIES,
+            )
+            _clients[cache_key] = client
+    return client
+
+
+def _api_key(endpoint: Endpoint) -> str:
+    if endpoint.api_key:
+        return endpoint.api_key
+    if endpoint.api_key_env:
+        return os.environ.get(endpoint.api_key_env, "")
+    return ""
+
+
+def complete(
+    endpoint: Endpoint | None,
+    messages: list[dict[str, Any]],
+    *,
+    tools: list[dict[str, Any]] | None = None,
+    user: Any,
+    source: str,
+    task: str,
+    admission: str | None = None,
+    attribution: dict[str, Any] | None = None,
+    capture: bool = False,
+) -> Completion:
+    """Call the model once; the journal row is written before this returns or raises.
+
+    ``messages`` and ``tools`` must be plain JSON: they go to the SDK as
+    ``extra_body``, which it sends as is (its per-message transform is slow).
+    """
+    journal = {
+        "endpoint": endpoint if endpoint is not None and endpoint.pk else None, "user": user,
+        "source": source, "task": task, "admission": admission or "", "attribution": attribution or {},
+        "model": getattr(endpoint, "model", "") or "",
+    }
+    if endpoint is None:
+        raise _fail(journal, AIError("endpoint_not_configured"))
+    if not endpoint.enabled:
+        raise _fail(journal, AIError("endpoint_disabled"))
+    if admission is not None:
+        try:
+            guard.check(user)
+        except guard.BudgetExceeded as refusal:
+            row = AIRequest.objects.create(**journal, status=AIRequest.Status.REFUSED, error_code="budget_exceeded")
+            raise AIError("budget_exceeded", request_id=row.pk, limit=refusal.params.get("limit")) from None
+    body: dict[str, Any] = {"messages": messages}
+    if tools:
+        body["tools"] = tools
+    started = time.monotonic()
+    try:
+        response = _client_for(endpoint).chat.completions.create(model=endpoint.model, messages=[], extra_body=body)
+        completion = _read(response, endpoint, started)
+    except AIError as error:
+        raise _fail(journal, error, started) from None
+    except Exception as error:  # every SDK error becomes a code; provider text is never kept
+        raise _fail(journal, map_sdk_error(error), started) from None
+    row = AIRequest.objects.create(
+        **journal | {"model": completion.model or journal["model"]},
+        status=AIRequest.Status.SUCCESS, input_tokens=completion.input_tokens,
+        output_tokens=completion.output_tokens, cost_usd=completion.cost_usd, latency_ms=completion.latency_ms,
+        captured={"messages": messages, "answer": completion.content} if capture else None,
+    )
+    usage.deliver(row)
+    return Completion(**{**completion.__dict__, "request_id": row.pk})
+
+
+def _fail(journal: dict[str, Any], error: AIError, started: float | None = None) -> AIError:
+    latency = int((time.monotonic() - started) * 1000) if started is not None else 0
+    row = AIRequest.objects.create(
+        **journal, status=AIRequest.Status.ERROR, error_code=error.code, http_status=error.status, latency_ms=latency
+    )
+    usage.deliver(row)
+    error.request_id = row.pk
+    return error
+
+
+def map_sdk_error(error: Exception) -> AIError:
+    """The code of SPEC §7 for an exception of the ``openai`` SDK."""
+    import openai
+
+    if isinstance(error, openai.APITimeoutError):
+        return AIError("request_timeout")
+    if isinstance(error, openai.APIConnectionError):
+        return AIError("connection_error")
+    if isinstance(error, openai.APIResponseValidationError):
+        return AIError("invalid_response")
+    if isinstance(error, openai.APIStatusError):
+        by_class = {
+            openai.AuthenticationError: "invalid_api_key",
+            openai.PermissionDeniedError: "api_key_forbidden",
+            openai.NotFoundError: "model_not_found",
+            openai.RateLimitError: "rate_limited",
+        }
+        for cls, code in by_class.items():
+            if isinstance(error, cls):
+                return AIError(code, error.status_code)
+        return AIError("api_error", error.status_code)
+    logger.warning("agent: unexpected model error %s", type(error).__name__)
+    return AIError("invalid_response")
+
+
+def _read(response: Any, endpoint: Endpoint, started: float) -> Completion:
+    latency = int((time.monotonic() - started) * 1000)
+    try:
+        message = response.choices[0].message
+        raw_calls = list(message.tool_calls or [])
+        calls = [
+            ToolCall(id=str(c.id or ""), name=str(getattr(c.function, "name", "") or ""),
+                     arguments=str(getattr(c.function, "arguments", "") or ""))
+            for c in raw_calls
+        ]
+        content = message.content or ""
+        if not isinstance(content, str):
+            raise TypeError("content")
+    except (AttributeError, IndexError, TypeError):
+        raise AIError("invalid_response") from None
+    usage_data = getattr(response, "usage", None)
+    input_tokens = int(getattr(usage_data, "prompt_tokens", 0) or 0)
+    output_tokens = int(getattr(usage_data, "completion_tokens", 0) or 0)
+    reported = getattr(usage_data, "cost", None) if usage_data is not None else None
+    if reported is not None:
+        cost = Decimal(str(reported))
+    else:
+        cost = (
+            Decimal(input_tokens) * endpoint.input_price_per_mtok + Decimal(output_tokens) * endpoint.output_price_per_mtok
+        ) / Decimal(1_000_000)
+    return Completion(
+        content=content, tool_calls=calls, model=str(getattr(response, "model", "") or endpoint.model),
+        input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost, latency_ms=latency,
+        request_id=None, raw_tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
+    )
+
+

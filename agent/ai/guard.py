@@ -1,0 +1,73 @@
+"""Admission and budget (SPEC §8.3): rolling 24-hour caps, and the off-purpose block."""
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Sum
+from django.utils import timezone
+
+from ..conf import agent_settings
+from ..errors import Blocked, BudgetExceeded
+from ..models import AgentSettings, AIRequest, OffPurposeFlag, Turn, UserSettings
+
+WINDOW = timedelta(hours=24)
+
+
+def admit(user: Any, task: str) -> str:
+    """An admission id for a new turn, or ``BudgetExceeded`` / ``Blocked``."""
+    since = timezone.now() - WINDOW
+    if OffPurposeFlag.objects.filter(user=user, created_at__gte=since).count() >= agent_settings.OFF_PURPOSE_LIMIT:
+        raise Blocked()
+    caps = _caps(user)
+    if caps["turns_per_user"] and Turn.objects.filter(user=user, created_at__gte=since).count() >= caps["turns_per_user"]:
+        raise BudgetExceeded(limit="turns_per_user")
+    check(user, caps)
+    return uuid.uuid4().hex
+
+
+def check(user: Any, caps: dict[str, Any] | None = None) -> None:
+    """The cost caps, checked again before every model call of a turn."""
+    caps = caps or _caps(user)
+    since = timezone.now() - WINDOW
+    if caps["cost_per_user"] and _spent(user=user, created_at__gte=since) >= caps["cost_per_user"]:
+        raise BudgetExceeded(limit="cost_per_user")
+    if caps["cost_site"] and _spent(created_at__gte=since) >= caps["cost_site"]:
+        raise BudgetExceeded(limit="cost_site")
+
+
+def report_off_purpose(user: Any, turn_ref: Any, reason: str) -> bool:
+    """Flag a turn as off purpose; one flag per turn. True when this call flagged it."""
+    try:
+        with transaction.atomic():
+            OffPurposeFlag.objects.create(user=user, turn_ref=turn_ref, reason=(reason or "").strip()[:300])
+    except IntegrityError:
+        return False
+    return True
+
+
+def _spent(**filters: Any) -> Decimal:
+    total = AIRequest.objects.filter(**filters).aggregate(total=Sum("cost_usd"))["total"]
+    return total or Decimal(0)
+
+
+def _caps(user: Any) -> dict[str, Any]:
+    site = AgentSettings.current()
+    own = UserSettings.objects.filter(user=user).first()
+
+    def pick(user_value: Any, site_value: Any, default: Any) -> Any:
+        for value in (user_value, site_value):
+            if value is not None:
+                return value
+        return default
+
+    return {
+        "cost_per_user": Decimal(str(pick(own and own.daily_cost_cap, site.daily_cost_per_user,
+                                          agent_settings.DAILY_COST_PER_USER))),
+        "turns_per_user": int(pick(own and own.daily_turns_cap, site.daily_turns_per_user,
+                                   agent_settings.DAILY_TURNS_PER_USER)),
+        "cost_site": Decimal(str(pick(None, site.daily_cost_site, agent_settings.DAILY_COST_SITE))),
+    }

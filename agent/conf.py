@@ -1,0 +1,73 @@
+"""Every setting of the app with its default, in one place.
+
+Values are read from ``settings.AGENT`` on every access (never at import
+time), so ``override_settings(AGENT={...})`` works in tests.
+"""
+from __future__ import annotations
+
+from typing import Any, Generic, TypeVar
+
+from django.conf import settings
+
+T = TypeVar("T")
+
+
+class _Setting(Generic[T]):
+    """One key of ``settings.AGENT`` with its default."""
+
+    def __init__(self, default: T) -> None:
+        self.default = default
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: object, objtype: type | None = None) -> T:
+        return getattr(settings, "AGENT", {}).get(self.name, self.default)
+
+
+class AgentConf:
+    HISTORY_CHARS = _Setting[int](32_000)
+    TOOL_RESULT_CHARS = _Setting[int](8_000)
+    MAX_TOOL_ROUNDS = _Setting[int](8)
+    MAX_TOOL_CALLS_PER_ROUND = _Setting[int](10)
+    TURN_DEADLINE_S = _Setting[int](180)
+    STOP_GRACE_S = _Setting[int](10)
+    LOCK_LEASE_S = _Setting[int](30)
+    LOCK_RENEW_S = _Setting[int](10)
+    QUEUED_REQUEUE_S = _Setting[int](30)
+    CONFIRMATION_TTL_S = _Setting[int](900)
+    MAX_TURNS_PER_USER = _Setting[int](3)
+    MAX_FILES_PER_MESSAGE = _Setting[int](5)
+    MAX_FILE_BYTES = _Setting[int](20 * 1024 * 1024)
+    OFF_PURPOSE_LIMIT = _Setting[int](3)
+    DAILY_COST_PER_USER = _Setting[float](0)
+    DAILY_TURNS_PER_USER = _Setting[int](0)
+    DAILY_COST_SITE = _Setting[float](0)
+    CHATS_PAGE = _Setting[int](20)
+    CHATS_PAGE_MAX = _Setting[int](50)
+    MESSAGES_PAGE = _Setting[int](50)
+    MESSAGES_PAGE_MAX = _Setting[int](200)
+    AUTO_TITLE_CHARS = _Setting[int](60)
+    MAX_TITLE_CHARS = _Setting[int](200)
+    MAX_INSTRUCTIONS_CHARS = _Setting[int](4_000)
+    WS_MAX_FRAME_BYTES = _Setting[int](64 * 1024)
+    WS_FRAMES_PER_10S = _Setting[int](40)
+    RETENTION_DAYS = _Setting["int | None"](None)
+    PURGE_DELETED_DAYS = _Setting[int](30)
+    CAPTURE_CONTENT = _Setting[bool](False)
+    SESSION_WRITE_MODULES = _Setting["list[str]"]([])
+    IMPERSONATION_DETECTOR = _Setting[str]("agent.access.hijack_detector")
+    SCOPE_CHECKS = _Setting["list[str]"]([])
+    USAGE_SINKS = _Setting["list[str]"]([])
+    OFFLINE_MODEL = _Setting[bool](False)
+    MODEL_MAX_RETRIES = _Setting[int](2)
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [n for n, v in vars(cls).items() if isinstance(v, _Setting)]
+
+    def defaults(self) -> dict[str, Any]:
+        return {n: vars(type(self))[n].default for n in self.names()}
+
+
+agent_settings = AgentConf()

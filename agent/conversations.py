@@ -1,0 +1,351 @@
+"""The chats and messages of the assistant (SPEC §2), one door per operation.
+
+Every public function takes a ``SessionRef`` first and a keyword-only
+``impersonated`` flag with no default, runs the checks of ``agent.access``,
+and answers "not there" and "not yours" with the same ``NotFound``.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Iterable, Mapping
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Case, F, Q, QuerySet, Value, When
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from . import events
+from .access import Scope, SessionRef, authorize_session
+from .conf import agent_settings
+from .errors import InvalidCursor, NotFound
+from .models import Conversation, Message
+
+topic = events.topic
+
+
+@dataclass(frozen=True)
+class Page:
+    conversations: list[Conversation]
+    next_cursor: str | None
+
+
+def parse_uuid(value: Any) -> uuid.UUID:
+    """A UUID from a client's id, or ``NotFound`` for anything malformed."""
+    if isinstance(value, uuid.UUID):
+        return value
+    if not isinstance(value, str):
+        raise NotFound()
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise NotFound() from None
+
+
+def owned_conversation(scope: Scope, conversation_id: Any) -> Conversation:
+    """The session user's live chat, or ``NotFound`` whatever the reason."""
+    pk = parse_uuid(conversation_id)
+    try:
+        return Conversation.objects.alive().get(pk=pk, user_id=scope.user_id)
+    except Conversation.DoesNotExist:
+        raise NotFound() from None
+
+
+def authorize_conversation(ref: SessionRef, conversation_id: Any, *, impersonated: bool) -> tuple[Scope, Conversation]:
+    """Checks 1-4 of SPEC §1 for one chat."""
+    scope = authorize_session(ref, impersonated=impersonated)
+    return scope, owned_conversation(scope, conversation_id)
+
+
+# -- chats --------------------------------------------------------------------
+
+
+def create_conversation(ref: SessionRef, attrs: Mapping[str, Any], *, impersonated: bool) -> Conversation:
+    """A new empty active chat of the session's user; only ``title`` is read."""
+    scope = authorize_session(ref, impersonated=impersonated)
+    title = attrs.get("title") or ""
+    if title:
+        title = _clean_title(title)
+    return Conversation.objects.create(user=scope.user, title=title, last_message_at=timezone.now())
+
+
+def list_conversations(
+    ref: SessionRef, *, impersonated: bool, limit: int = 20, cursor: str | None = None
+) -> Page:
+    """Active chats, newest ``last_message_at`` first, one keyset page at a time."""
+    scope = authorize_session(ref, impersonated=impersonated)
+    limit = _clamp(limit, agent_settings.CHATS_PAGE_MAX)
+    qs = Conversation.objects.filter(user_id=scope.user_id, status=Conversation.Status.ACTIVE)
+    if cursor is not None:
+        at, pk = decode_conversation_cursor(cursor)
+        qs = qs.filter(last_message_at__lte=at).filter(Q(last_message_at__lt=at) | Q(last_message_at=at, id__lt=pk))
+    rows = list(qs.order_by("-last_message_at", "-id")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return Page(rows, encode_conversation_cursor(rows[-1]) if more else None)
+
+
+def encode_conversation_cursor(conversation: Conversation) -> str:
+    raw = json.dumps([conversation.last_message_at.isoformat(), str(conversation.id)])
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def decode_conversation_cursor(cursor: Any) -> tuple[datetime, uuid.UUID]:
+    if not isinstance(cursor, str) or not cursor or len(cursor) > 200:
+        raise InvalidCursor()
+    try:
+        at_text, pk_text = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        at = datetime.fromisoformat(at_text)
+        pk = uuid.UUID(pk_text)
+    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+        raise InvalidCursor() from None
+    if at.tzinfo is None:
+        raise InvalidCursor()
+    return at, pk
+
+
+def get_conversation(ref: SessionRef, conversation_id: Any, *, impersonated: bool) -> dict[str, Any]:
+    """The chat with all its messages, oldest first, as a client sees them."""
+    _scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
+    messages = _client_rows(conversation.messages.order_by("seq"))
+    return {**conversation_view(conversation), "messages": [client_view(m) for m in messages]}
+
+
+def rename_conversation(ref: SessionRef, conversation_id: Any, title: Any, *, impersonated: bool) -> Conversation:
+    """Rename; a blank title or one over the maximum is a ``ValidationError``."""
+    scope = authorize_session(ref, impersonated=impersonated)
+    pk = parse_uuid(conversation_id)
+    title = _clean_title(title)
+    return _update_owned(scope, pk, title=title)
+
+
+def archive_conversation(ref: SessionRef, conversation_id: Any, *, impersonated: bool) -> Conversation:
+    """Take the chat out of the list; it can still be opened and written to."""
+    scope = authorize_session(ref, impersonated=impersonated)
+    return _update_owned(scope, parse_uuid(conversation_id), status=Conversation.Status.ARCHIVED)
+
+
+def delete_conversation(ref: SessionRef, conversation_id: Any, *, impersonated: bool) -> Conversation:
+    """Soft delete: the rows stay, every function here treats the chat as missing."""
+    scope = authorize_session(ref, impersonated=impersonated)
+    return _update_owned(scope, parse_uuid(conversation_id), status=Conversation.Status.DELETED)
+
+
+def _update_owned(scope: Scope, pk: uuid.UUID, **changes: Any) -> Conversation:
+    """One conditional UPDATE of the owner's live chat; zero rows is ``NotFound``."""
+    with transaction.atomic():
+        updated = (
+            Conversation.objects.alive()
+            .filter(pk=pk, user_id=scope.user_id)
+            .update(**changes, updated_at=timezone.now())
+        )
+        if not updated:
+            raise NotFound()
+        events.conversation_changed(pk)
+    return Conversation.objects.get(pk=pk)
+
+
+def _clean_title(title: Any) -> str:
+    if not isinstance(title, str) or not title.strip():
+        raise ValidationError({"title": _("The title cannot be blank.")}, code="blank")
+    title = title.strip()
+    if len(title) > agent_settings.MAX_TITLE_CHARS:
+        raise ValidationError(
+            {"title": _("The title can be at most %(max)d characters.") % {"max": agent_settings.MAX_TITLE_CHARS}},
+            code="max_length",
+        )
+    return title
+
+
+# -- messages -----------------------------------------------------------------
+
+
+def get_message(ref: SessionRef, conversation_id: Any, message_id: Any, *, impersonated: bool) -> dict[str, Any]:
+    """One message of the user's chat, as a client sees it."""
+    _scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
+    pk = parse_uuid(message_id)
+    rows = _client_rows(Message.objects.filter(pk=pk, conversation=conversation))
+    if not rows:
+        raise NotFound()
+    return client_view(rows[0])
+
+
+def list_messages(
+    ref: SessionRef,
+    conversation_id: Any,
+    *,
+    impersonated: bool,
+    after: Any = None,
+    before: Any = None,
+    latest: bool = False,
+    limit: int = 50,
+) -> list[dict[str, Any]]:
+    """A page of messages, always oldest first; keyset on ``seq``."""
+    _scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
+    limit = _clamp(limit, agent_settings.MESSAGES_PAGE_MAX)
+    if after is not None and (before is not None or latest):
+        raise InvalidCursor()
+    qs = Message.objects.filter(conversation=conversation)
+    if after is not None:
+        rows = qs.filter(seq__gt=_cursor_seq(conversation, after)).order_by("seq")[:limit]
+        return [client_view(m) for m in _client_rows(rows)]
+    if before is not None:
+        qs = qs.filter(seq__lt=_cursor_seq(conversation, before))
+    elif not latest:
+        return [client_view(m) for m in _client_rows(qs.order_by("seq")[:limit])]
+    newest_first = _client_rows(qs.order_by("-seq")[:limit])
+    return [client_view(m) for m in reversed(newest_first)]
+
+
+def _cursor_seq(conversation: Conversation, message_id: Any) -> int:
+    try:
+        pk = parse_uuid(message_id)
+    except NotFound:
+        raise InvalidCursor() from None
+    seq = Message.objects.filter(conversation=conversation, pk=pk).values_list("seq", flat=True).first()
+    if seq is None:
+        raise InvalidCursor()
+    return seq
+
+
+def add_message(ref: SessionRef, conversation_id: Any, attrs: Mapping[str, Any], *, impersonated: bool) -> Message:
+    """Store the user's own text; every key of ``attrs`` but ``content`` is ignored."""
+    scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
+    content = validate_user_text(attrs.get("content"))
+    return append_message(conversation.pk, role=Message.Role.USER, content=content, title_from=content)
+
+
+def validate_user_text(content: Any) -> str:
+    """The text a session may write: not blank, at most ``HISTORY_CHARS``."""
+    if not isinstance(content, str) or not content.strip():
+        raise ValidationError({"content": _("The message cannot be blank.")}, code="blank")
+    if len(content) > agent_settings.HISTORY_CHARS:
+        raise ValidationError(
+            {"content": _("The message can be at most %(max)d characters.") % {"max": agent_settings.HISTORY_CHARS}},
+            code="max_length",
+        )
+    return content
+
+
+def append_message(conversation_id: uuid.UUID, *, title_from: str | None = None, **fields: Any) -> Message:
+    """Append a message to a live chat and broadcast it after commit.
+
+    Trusts its caller: the turn loop and the cards, after their own checks.
+    The chat's row is updated first, so its row lock orders ``seq``.
+    """
+    now = timezone.now()
+    changes: dict[str, Any] = {"message_count": F("message_count") + 1, "last_message_at": now, "updated_at": now}
+    if title_from:
+        changes["title"] = Case(When(title="", then=Value(auto_title(title_from))), default=F("title"))
+    with transaction.atomic():
+        if not Conversation.objects.alive().filter(pk=conversation_id).update(**changes):
+            raise NotFound()
+        seq = Conversation.objects.values_list("message_count", flat=True).get(pk=conversation_id)
+        message = Message.objects.create(conversation_id=conversation_id, seq=seq, created_at=now, **fields)
+        events.message_added(conversation_id, message.pk)
+    return message
+
+
+def auto_title(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()[: agent_settings.AUTO_TITLE_CHARS]
+
+
+# -- live updates ---------------------------------------------------------------
+
+
+def subscribe(ref: SessionRef, conversation_id: Any, channel_name: str, *, impersonated: bool) -> None:
+    """Add a Channels channel to the chat's group, only after the checks."""
+    _scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
+    async_to_sync(get_channel_layer().group_add)(topic(conversation.pk), channel_name)
+
+
+def unsubscribe(conversation_id: Any, channel_name: str) -> None:
+    async_to_sync(get_channel_layer().group_discard)(topic(conversation_id), channel_name)
+
+
+# -- what a client sees ---------------------------------------------------------
+
+
+def _client_rows(qs: QuerySet[Message] | Iterable[Message]) -> list[Message]:
+    if isinstance(qs, QuerySet):
+        qs = qs.select_related("confirmation")
+    return list(qs)
+
+
+def conversation_view(conversation: Conversation) -> dict[str, Any]:
+    return {
+        "id": str(conversation.id),
+        "title": conversation.title,
+        "status": conversation.status,
+        "message_count": conversation.message_count,
+        "last_message_at": conversation.last_message_at.isoformat(),
+        "created_at": conversation.created_at.isoformat(),
+    }
+
+
+def client_view(message: Message) -> dict[str, Any]:
+    """A message as a client may see it: never a tool's result or arguments."""
+    view: dict[str, Any] = {
+        "id": str(message.id),
+        "conversation": str(message.conversation_id),
+        "seq": message.seq,
+        "role": message.role,
+        "content": message.content,
+        "created_at": message.created_at.isoformat(),
+        "notice_code": message.notice_code or None,
+        "notice_params": message.notice_params or {},
+        "tool_calls": [{"id": c.get("id"), "name": c.get("name")} for c in (message.tool_calls or [])] or None,
+        "tool_name": message.tool_name or None,
+        "tool_outcome": message.tool_outcome or None,
+        "tool_result": None,
+        "tool_summary": tool_summary(message) if message.role == Message.Role.TOOL else None,
+        "confirmation": None,
+    }
+    card = message.confirmation if message.confirmation_id else None
+    if card is not None and message.role == Message.Role.TOOL:
+        view["confirmation"] = {
+            "id": str(card.id),
+            "status": card.status,
+            "preview": card.preview,
+            "expires_at": card.expires_at.isoformat(),
+        }
+    elif card is not None:
+        view["confirmation"] = {"id": str(card.id), "status": card.status}
+    return view
+
+
+def tool_summary(message: Message) -> dict[str, Any]:
+    return {
+        "name": message.tool_name or None,
+        "outcome": message.tool_outcome or None,
+        "count": result_count(message.tool_result),
+        "truncated": bool(message.tool_result_truncated),
+    }
+
+
+def result_count(result: Any) -> int | None:
+    """How many items a tool found: its one list, or its ``count``/``total``."""
+    if isinstance(result, list):
+        return len(result)
+    if not isinstance(result, dict):
+        return None
+    for key in ("count", "total"):
+        value = result.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    lists = [v for v in result.values() if isinstance(v, list)]
+    return len(lists[0]) if len(lists) == 1 else None
+
+
+def _clamp(limit: Any, maximum: int) -> int:
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise ValidationError({"limit": _("The limit must be a positive integer.")}, code="min_value")
+    return min(limit, maximum)

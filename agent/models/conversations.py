@@ -1,0 +1,100 @@
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+
+class ConversationQuerySet(models.QuerySet["Conversation"]):
+    def alive(self) -> "ConversationQuerySet":
+        return self.exclude(status=Conversation.Status.DELETED)
+
+
+class Conversation(models.Model):
+    class Status(models.TextChoices):
+        ACTIVE = "active", _("active")
+        ARCHIVED = "archived", _("archived")
+        DELETED = "deleted", _("deleted")
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_conversations")
+    title = models.CharField(_("title"), max_length=200, blank=True)
+    status = models.CharField(_("status"), max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    message_count = models.PositiveIntegerField(_("messages"), default=0)
+    last_message_at = models.DateTimeField(_("last message"), default=timezone.now)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = ConversationQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-last_message_at", "-id"]
+        verbose_name = _("chat")
+        verbose_name_plural = _("chats")
+        indexes = [
+            models.Index(fields=["user", "status", "-last_message_at", "-id"], name="agent_conv_list"),
+            models.Index(fields=["status", "last_message_at"], name="agent_conv_retention"),
+        ]
+
+    def __str__(self) -> str:
+        return self.title or str(self.id)
+
+
+class Message(models.Model):
+    class Role(models.TextChoices):
+        USER = "user", _("user")
+        ASSISTANT = "assistant", _("assistant")
+        TOOL = "tool", _("tool")
+        NOTICE = "notice", _("notice")
+
+    class ToolOutcome(models.TextChoices):
+        OK = "ok", _("ok")
+        ERROR = "error", _("error")
+        DENIED = "denied", _("denied")
+        INVALID_ARGUMENTS = "invalid_arguments", _("invalid arguments")
+        NEEDS_CONFIRMATION = "needs_confirmation", _("needs confirmation")
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    seq = models.BigIntegerField(editable=False)
+    role = models.CharField(max_length=16, choices=Role.choices)
+    content = models.TextField(blank=True)
+    tool_calls = models.JSONField(null=True, blank=True)
+    tool_call_id = models.CharField(max_length=128, blank=True)
+    tool_name = models.CharField(max_length=64, blank=True)
+    tool_outcome = models.CharField(max_length=32, choices=ToolOutcome.choices, blank=True)
+    tool_result = models.JSONField(null=True, blank=True)
+    tool_result_truncated = models.BooleanField(default=False)
+    notice_code = models.CharField(max_length=64, blank=True)
+    notice_params = models.JSONField(default=dict, blank=True)
+    confirmation = models.ForeignKey(
+        "agent.Confirmation", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages"
+    )
+    assistant_message = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="tool_messages"
+    )
+    turn = models.ForeignKey("agent.Turn", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages")
+    ai_request = models.ForeignKey(
+        "agent.AIRequest", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages"
+    )
+    model = models.CharField(max_length=200, blank=True)
+    input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cost_usd = models.DecimalField(max_digits=14, decimal_places=8, null=True, blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["conversation", "seq"]
+        verbose_name = _("message")
+        verbose_name_plural = _("messages")
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "seq"], name="agent_message_seq"),
+            models.CheckConstraint(
+                condition=~models.Q(role="notice") | ~models.Q(notice_code=""), name="agent_notice_has_code"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.role} #{self.seq}"

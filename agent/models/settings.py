@@ -1,0 +1,74 @@
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.validators import MaxLengthValidator, MinValueValidator
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+
+class AgentSettings(models.Model):
+    """The site's one settings row (``AgentSettings.current()``)."""
+
+    enabled = models.BooleanField(_("assistant enabled"), default=True)
+    default_endpoint = models.ForeignKey(
+        "agent.Endpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    picture_endpoint = models.ForeignKey(
+        "agent.Endpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    selectable_endpoints = models.ManyToManyField(
+        "agent.Endpoint", blank=True, related_name="+", help_text=_("Endpoints users may pick for themselves.")
+    )
+    system_prompt = models.TextField(_("site instructions"), blank=True)
+    daily_cost_per_user = models.DecimalField(
+        max_digits=12, decimal_places=4, null=True, blank=True, validators=[MinValueValidator(Decimal(0))],
+        help_text=_("USD per user per 24 hours; empty uses the setting, 0 means no cap."),
+    )
+    daily_turns_per_user = models.PositiveIntegerField(
+        null=True, blank=True, help_text=_("Turns per user per 24 hours; empty uses the setting, 0 means no cap.")
+    )
+    daily_cost_site = models.DecimalField(
+        max_digits=12, decimal_places=4, null=True, blank=True, validators=[MinValueValidator(Decimal(0))],
+        help_text=_("USD for the whole site per 24 hours; empty uses the setting, 0 means no cap."),
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = _("assistant settings")
+        verbose_name_plural = _("assistant settings")
+        permissions = [
+            ("use_agent", _("Can use the assistant")),
+            ("manage_agent", _("Can manage the assistant")),
+            ("view_chat_content", _("Can read the text of assistant chats")),
+        ]
+
+    def __str__(self) -> str:
+        return str(_("Assistant settings"))
+
+    @classmethod
+    def current(cls) -> "AgentSettings":
+        """The one settings row, created with defaults on first use."""
+        row, _created = cls.objects.get_or_create(pk=1)
+        return row
+
+
+class UserSettings(models.Model):
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_settings")
+    enabled = models.BooleanField(_("assistant enabled"), null=True, blank=True, help_text=_("Empty means on."))
+    endpoint = models.ForeignKey("agent.Endpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    picture_endpoint = models.ForeignKey(
+        "agent.Endpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    instructions = models.TextField(_("own instructions"), blank=True, validators=[MaxLengthValidator(4000)])
+    language = models.CharField(_("language"), max_length=16, blank=True, choices=settings.LANGUAGES)
+    daily_cost_cap = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)
+    daily_turns_cap = models.PositiveIntegerField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["user"]
+        verbose_name = _("user settings")
+        verbose_name_plural = _("user settings")
+
+    def __str__(self) -> str:
+        return str(self.user)

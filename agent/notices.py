@@ -1,0 +1,75 @@
+"""What the system tells the user in a chat (SPEC §7), written in one place."""
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils.translation import gettext_lazy
+
+from .models import Message
+
+MODEL_FAILED = "model_failed"
+
+_TEXTS = {
+    "empty_answer": gettext_lazy("The assistant gave an empty answer. Try asking again."),
+    "max_rounds": gettext_lazy("The assistant used all its steps for this turn and stopped."),
+    "pictures_not_seen": gettext_lazy("This model cannot see pictures; the files were taken off the message."),
+    "stopped": gettext_lazy("Stopped."),
+    "deadline": gettext_lazy("The turn took too long and was stopped."),
+    "interrupted": gettext_lazy("The turn was interrupted. You can send the message again."),
+    "session_ended": gettext_lazy("Your session ended, so the turn was stopped. Sign in again to go on."),
+    "forbidden": gettext_lazy("You may no longer use the assistant, so the turn was stopped."),
+    "lock_lost": gettext_lazy("Another turn took over this chat, so this one was stopped."),
+    "confirmation_done": gettext_lazy("Done: %(tool)s."),
+    "confirmation_cancelled": gettext_lazy("Cancelled: %(tool)s."),
+    "confirmation_expired": gettext_lazy("The request to confirm %(tool)s expired."),
+    "confirmation_stale": gettext_lazy("Not done: the data changed since %(tool)s was proposed."),
+    "confirmation_failed": gettext_lazy("Failed: %(tool)s."),
+}
+
+_MODEL_FAILED_TEXTS = {
+    "endpoint_not_configured": gettext_lazy("No model is configured for the assistant."),
+    "endpoint_disabled": gettext_lazy("The assistant's model is switched off."),
+    "invalid_api_key": gettext_lazy("The model's API key was refused."),
+    "api_key_forbidden": gettext_lazy("The model's API key may not use this model."),
+    "model_not_found": gettext_lazy("The model was not found at its endpoint."),
+    "rate_limited": gettext_lazy("The model is busy (rate limited). Try again in a moment."),
+    "request_timeout": gettext_lazy("The model did not answer in time."),
+    "connection_error": gettext_lazy("The model could not be reached."),
+    "api_error": gettext_lazy("The model's service answered with an error (%(status)s)."),
+    "invalid_response": gettext_lazy("The model's answer could not be read."),
+    "budget_exceeded": gettext_lazy("The assistant's spending limit was reached (%(limit)s)."),
+}
+
+CODES = frozenset(_TEXTS) | {MODEL_FAILED}
+MODEL_FAILED_CODES = frozenset(_MODEL_FAILED_TEXTS)
+
+
+def write(conversation_id: Any, code: str, params: dict[str, Any] | None = None, **fields: Any) -> Message:
+    """Store a notice in a chat and broadcast it (the caller has done its checks)."""
+    from .conversations import append_message
+
+    if code not in CODES:
+        raise ValueError(f"unknown notice code {code!r}")
+    return append_message(
+        conversation_id, role=Message.Role.NOTICE, notice_code=code, notice_params=params or {}, **fields
+    )
+
+
+def text(code: str, params: dict[str, Any] | None = None) -> str:
+    """The notice in the active language; never provider text or customer data."""
+    params = dict(params or {})
+    if code == MODEL_FAILED:
+        template = _MODEL_FAILED_TEXTS.get(params.get("code", ""), _MODEL_FAILED_TEXTS["api_error"])
+        params.setdefault("status", "?")
+        params.setdefault("limit", "?")
+    else:
+        template = _TEXTS.get(code)
+        if template is None:
+            return code
+        params.setdefault("tool", "?")
+    try:
+        return str(template) % params
+    except (KeyError, TypeError, ValueError):
+        return str(template)
+
+

@@ -1,0 +1,20 @@
+"""Life cycle (SPEC §11): chats past their retention, and soft-deleted chats, are purged."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db.models import Q
+from django.utils import timezone
+
+from .conf import agent_settings
+from .models import Conversation
+
+
+def purge() -> int:
+    """Delete the chats due for deletion, with their messages and cards; how many."""
+    now = timezone.now()
+    due = Q(status=Conversation.Status.DELETED, updated_at__lt=now - timedelta(days=agent_settings.PURGE_DELETED_DAYS))
+    if agent_settings.RETENTION_DAYS:
+        due |= Q(last_message_at__lt=now - timedelta(days=agent_settings.RETENTION_DAYS))
+    deleted, _by_model = Conversation.objects.filter(due).delete()
+    return deleted

@@ -1,0 +1,112 @@
+"""How a site declares a tool: ``@agent_tool`` in its apps' ``tools.py``."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import autodiscover_modules
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+EMPTY_OBJECT = {"type": "object", "properties": {}, "additionalProperties": False}
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    kind: Literal["read", "write"]
+    description: str
+    func: Callable[..., Any]
+    parameters: dict[str, Any] = field(default_factory=lambda: dict(EMPTY_OBJECT))
+    permission: str | None = None
+    module: str | None = None
+    preview: Callable[..., Any] | None = None
+    fingerprint: Callable[..., str] | None = None
+
+    @property
+    def validator(self) -> Draft202012Validator:
+        return Draft202012Validator(self.parameters)
+
+    def definition(self) -> dict[str, Any]:
+        """The tool as the OpenAI chat API takes it."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+
+class Registry:
+    def __init__(self) -> None:
+        self._tools: dict[str, Tool] = {}
+
+    def register(self, tool: Tool) -> Tool:
+        if tool.name in self._tools and self._tools[tool.name].func is not tool.func:
+            raise ImproperlyConfigured(f"Two agent tools are named {tool.name!r}.")
+        self._tools[tool.name] = tool
+        return tool
+
+    def unregister(self, name: str) -> None:
+        self._tools.pop(name, None)
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def all(self) -> list[Tool]:
+        return sorted(self._tools.values(), key=lambda t: t.name)
+
+    def autodiscover(self) -> None:
+        autodiscover_modules("tools")
+
+
+registry = Registry()
+
+
+def agent_tool(
+    *,
+    name: str,
+    description: str,
+    kind: Literal["read", "write"] = "read",
+    parameters: dict[str, Any] | None = None,
+    permission: str | None = None,
+    module: str | None = None,
+    preview: Callable[..., Any] | None = None,
+    fingerprint: Callable[..., str] | None = None,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Declare a function as a tool; a bad declaration fails at start-up.
+
+    A read runs on the model's call with the session's rights. A write
+    (``kind="write"``, with ``module`` and ``preview``) only ever becomes a card.
+    """
+
+    def declare(func: Callable[..., Any]) -> Callable[..., Any]:
+        schema = dict(EMPTY_OBJECT) if parameters is None else parameters
+        _validate_declaration(name, kind, description, schema, module, preview)
+        tool = Tool(name, kind, description.strip(), func, schema, permission, module, preview, fingerprint)
+        registry.register(tool)
+        func.agent_tool = tool  # type: ignore[attr-defined]
+        return func
+
+    return declare
+
+
+def _validate_declaration(
+    name: Any, kind: Any, description: Any, schema: Any, module: Any, preview: Any
+) -> None:
+    where = f"agent tool {name!r}"
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        raise ImproperlyConfigured(f"{where}: the name must match {NAME_PATTERN.pattern}.")
+    if kind not in ("read", "write"):
+        raise ImproperlyConfigured(f"{where}: kind must be 'read' or 'write'.")
+    if not isinstance(description, str) or not description.strip():
+        raise ImproperlyConfigured(f"{where}: a description is required; the model reads it.")
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        raise ImproperlyConfigured(f"{where}: parameters must be a JSON Schema of type 'object'.")
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as error:
+        raise ImproperlyConfigured(f"{where}: invalid parameters schema: {error.message}") from None
+    if kind == "write" and (not module or not callable(preview)):
+        raise ImproperlyConfigured(f"{where}: a write tool needs a module and a preview callable.")

@@ -1,0 +1,78 @@
+"""Turns: start one, stop one (SPEC §3). The rounds are ``agent.turns.runner``'s."""
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any, Iterable
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import get_language
+from django.utils.translation import gettext as _
+
+from .. import events
+from ..access import SessionRef, language_for
+from ..ai import effective_endpoint
+from ..ai import guard
+from ..conf import agent_settings
+from ..conversations import authorize_conversation, validate_user_text
+from ..errors import Busy, NotConfigured, NotFound, TooManyTurns
+from ..models import Turn
+from . import locks, monitor
+
+
+def start(
+    ref: SessionRef,
+    conversation_id: Any,
+    text: Any,
+    *,
+    attachment_ids: Iterable[Any] = (),
+    impersonated: bool,
+    language: str | None = None,
+) -> Turn:
+    """Check everything a turn needs, take the chat's lock, and queue the turn's task on commit."""
+    scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
+    text = validate_user_text(text)
+    attachments = list(attachment_ids or ())
+    if len(attachments) > agent_settings.MAX_FILES_PER_MESSAGE:
+        raise ValidationError(
+            {"attachment_ids": _("At most %(max)d files per message.") % {"max": agent_settings.MAX_FILES_PER_MESSAGE}}
+        )
+    if attachments:
+        raise NotFound()  # no attachment can be this chat's until uploads exist (SPEC §9)
+    endpoint = effective_endpoint(scope.user)
+    if endpoint is None or not endpoint.enabled:
+        raise NotConfigured()
+    monitor.sweep(conversation.pk)
+    admission = guard.admit(scope.user, "agent.chat")
+    turn_id = uuid.uuid4()
+    with transaction.atomic():
+        if not locks.take(locks.chat_lock(conversation.pk), turn_id):
+            raise Busy()
+        slot = locks.take_user_slot(scope.user_id, turn_id)
+        if slot is None:
+            raise TooManyTurns()
+        turn = Turn.objects.create(
+            id=turn_id, conversation=conversation, user=scope.user,
+            language=language_for(scope.user_settings, language or get_language()),
+            endpoint=endpoint, text=text, attachment_ids=[], session_key=ref.session_key, user_slot=slot,
+            admission=admission, deadline_at=timezone.now() + timedelta(seconds=agent_settings.TURN_DEADLINE_S),
+        )
+        events.turn_changed(conversation.pk, turn.pk, Turn.Status.QUEUED)
+        from ..tasks import queue_turn
+
+        transaction.on_commit(lambda: queue_turn(turn))
+    return turn
+
+
+def stop(ref: SessionRef, conversation_id: Any, *, impersonated: bool) -> bool:
+    """Ask the chat's live turn to stop; True when one was asked."""
+    _scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
+    live = Turn.objects.filter(conversation=conversation, status__in=Turn.LIVE).values_list("pk", flat=True)
+    return any([monitor.request_stop(pk) for pk in live])
+
+
+def live_turn(conversation_id: Any) -> Turn | None:
+    """The chat's queued or running turn, if any (the page shows its Stop button)."""
+    return Turn.objects.filter(conversation_id=conversation_id, status__in=Turn.LIVE).first()

@@ -1,0 +1,147 @@
+"""What a turn shows the model of the chat so far (SPEC §4).
+
+Kept: the user's messages and the final answers of earlier turns, and each
+card as a fixed phrase (its outcome, or "waiting"). Left out: tool calls and
+results of earlier turns and other notices: after a loss of rights the model
+must not see old data. The window is filled from the newest back.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Iterator, Sequence
+
+from django.db.models import Q
+from django.utils.translation import gettext as _
+
+from ..models import Message
+
+PAGE = 200
+
+_OUTCOME_PHRASES = {
+    "done": lambda tool: _("[confirmation] done: %(tool)s") % {"tool": tool},
+    "cancelled": lambda tool: _("[confirmation] cancelled: %(tool)s") % {"tool": tool},
+    "expired": lambda tool: _("[confirmation] expired: %(tool)s") % {"tool": tool},
+    "stale": lambda tool: _("[confirmation] the data changed: %(tool)s") % {"tool": tool},
+    "failed": lambda tool: _("[confirmation] failed: %(tool)s") % {"tool": tool},
+    "waiting": lambda tool: _("[confirmation] waiting: %(tool)s") % {"tool": tool},
+}
+
+
+def confirmation_phrase(tool_name: Any, outcome: str) -> str | None:
+    """The fixed phrase for a card's outcome (or ``"waiting"``), in the active language."""
+    phrase = _OUTCOME_PHRASES.get(outcome)
+    if phrase is None or not isinstance(tool_name, str) or not tool_name:
+        return None
+    return phrase(tool_name)
+
+
+def build(
+    messages: Sequence[Message], attachments: Iterable[Any], current: dict[str, Any], limit: int
+) -> list[dict[str, Any]]:
+    """The model messages: earlier ones that fit in ``limit``, then ``current`` (always kept)."""
+    return _assemble(reversed(list(messages)), _by_message(attachments), current, limit)
+
+
+def load(conversation_id: Any, current: dict[str, Any], limit: int, *, before_seq: int | None = None,
+         attachments: Iterable[Any] = ()) -> list[dict[str, Any]]:
+    """``build`` over the chat in the database, read backwards in pages up to the window's end."""
+    return _assemble(_newest_first(conversation_id, before_seq), _by_message(attachments), current, limit)
+
+
+def user_content(text: str, attachments: Sequence[Any], limit: int) -> str:
+    """The user's text, then each attachment's text cut to its share, or a line naming a picture.
+
+    An attachment is anything with ``name``, ``is_picture``, ``text`` and
+    ``text_complete`` (False when extraction already cut it).
+    """
+    if not attachments:
+        return text
+    parts = [text]
+    texts = [a for a in attachments if not getattr(a, "is_picture", False)]
+    share = limit // len(texts) if texts else 0
+    for attachment in attachments:
+        name = getattr(attachment, "name", "")
+        if getattr(attachment, "is_picture", False):
+            parts.append(_("[picture: %(name)s]") % {"name": name})
+            continue
+        body = getattr(attachment, "text", "") or ""
+        shown = body[:share]
+        parts.append(_("[file: %(name)s]") % {"name": name} + "\n" + shown)
+        if len(shown) < len(body) or not getattr(attachment, "text_complete", True):
+            parts.append(
+                _("[only part of %(name)s is shown: %(left)d characters were left out]")
+                % {"name": name, "left": len(body) - len(shown)}
+            )
+    return "\n\n".join(parts)
+
+
+def _assemble(newest_first: Iterable[Message], attachments: dict[Any, list[Any]], current: dict[str, Any],
+              limit: int) -> list[dict[str, Any]]:
+    kept: list[dict[str, Any]] = []
+    total = len(current.get("content") or "")
+    decided: set[Any] = set()
+    for message in newest_first:
+        entry = _entry(message, attachments, decided, limit)
+        if entry is None:
+            continue
+        size = len(entry["content"])
+        if total + size > limit:
+            break
+        total += size
+        kept.append(entry)
+    kept.reverse()
+    kept.append(current)
+    return kept
+
+
+def _entry(message: Message, attachments: dict[Any, list[Any]], decided: set[Any], limit: int) -> dict[str, Any] | None:
+    """The model's view of one earlier message, or None when it is left out."""
+    if message.role == Message.Role.USER:
+        return {"role": "user", "content": user_content(message.content, attachments.get(message.pk, []), limit)}
+    if message.role == Message.Role.ASSISTANT:
+        if message.tool_calls or not message.content:
+            return None
+        return {"role": "assistant", "content": message.content}
+    if message.role == Message.Role.NOTICE:
+        outcome = (message.notice_code or "").removeprefix("confirmation_")
+        if not message.confirmation_id or outcome == message.notice_code:
+            return None
+        decided.add(message.confirmation_id)
+        phrase = confirmation_phrase((message.notice_params or {}).get("tool") or message.tool_name, outcome)
+        return {"role": "user", "content": phrase} if phrase else None
+    if message.role == Message.Role.TOOL and _is_card(message):
+        if message.confirmation_id in decided:
+            return None
+        phrase = confirmation_phrase(message.tool_name, "waiting")
+        return {"role": "user", "content": phrase} if phrase else None
+    return None
+
+
+def _is_card(message: Message) -> bool:
+    return message.tool_outcome == Message.ToolOutcome.NEEDS_CONFIRMATION and bool(message.confirmation_id)
+
+
+def _newest_first(conversation_id: Any, before_seq: int | None) -> Iterator[Message]:
+    relevant = (
+        Q(role__in=[Message.Role.USER, Message.Role.ASSISTANT])
+        | Q(role=Message.Role.TOOL, tool_outcome=Message.ToolOutcome.NEEDS_CONFIRMATION, confirmation__isnull=False)
+        | Q(role=Message.Role.NOTICE, notice_code__startswith="confirmation_", confirmation__isnull=False)
+    )
+    qs = Message.objects.filter(relevant, conversation_id=conversation_id).only(
+        "id", "seq", "role", "content", "tool_calls", "tool_name", "tool_outcome", "notice_code",
+        "notice_params", "confirmation_id",
+    )
+    upper = before_seq
+    while True:
+        page_qs = qs if upper is None else qs.filter(seq__lt=upper)
+        page = list(page_qs.order_by("-seq")[:PAGE])
+        yield from page
+        if len(page) < PAGE:
+            return
+        upper = page[-1].seq
+
+
+def _by_message(attachments: Iterable[Any]) -> dict[Any, list[Any]]:
+    grouped: dict[Any, list[Any]] = {}
+    for attachment in attachments:
+        grouped.setdefault(getattr(attachment, "message_id", None), []).append(attachment)
+    return grouped

@@ -1,0 +1,99 @@
+"""Leases for turns (SPEC §3.3): a row per lock, taken in one atomic statement.
+
+A lock is held until its lease runs out unless the heartbeat renews it; a
+newer turn can take over only an expired lease. No PostgreSQL advisory locks:
+a frozen worker would keep one forever.
+"""
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, Iterable
+
+from django.db import connection
+from django.utils import timezone
+
+from ..conf import agent_settings
+from ..models import Lock, Turn
+
+_TAKE_SQL = f"""
+INSERT INTO {Lock._meta.db_table} (name, holder, fence, expires_at)
+VALUES (%s, %s, 1, %s)
+ON CONFLICT (name) DO UPDATE
+    SET holder = EXCLUDED.holder, fence = {Lock._meta.db_table}.fence + 1, expires_at = EXCLUDED.expires_at
+    WHERE {Lock._meta.db_table}.expires_at < %s
+RETURNING holder
+"""
+
+
+def chat_lock(conversation_id: Any) -> str:
+    return f"chat:{conversation_id}"
+
+
+def user_slots(user_id: Any) -> list[str]:
+    return [f"user:{user_id}:{slot}" for slot in range(agent_settings.MAX_TURNS_PER_USER)]
+
+
+def take(name: str, holder: Any) -> bool:
+    """Take ``name`` for ``holder``: insert, or take over an expired lease."""
+    now = timezone.now()
+    expires = now + timedelta(seconds=agent_settings.LOCK_LEASE_S)
+    with connection.cursor() as cursor:
+        cursor.execute(_TAKE_SQL, [name, _uuid_param(holder), expires, now])
+        row = cursor.fetchone()
+    return row is not None and str(row[0]).replace("-", "") == str(holder).replace("-", "")
+
+
+def take_user_slot(user_id: Any, holder: Any) -> str | None:
+    """The first free per-user slot, taken for ``holder``; None when all are busy."""
+    for name in user_slots(user_id):
+        if take(name, holder):
+            return name
+    return None
+
+
+def turn_locks(turn: Turn) -> list[str]:
+    return [name for name in (chat_lock(turn.conversation_id), turn.user_slot) if name]
+
+
+def held(turn: Turn) -> bool:
+    """Whether the turn still holds all its locks, unexpired. One query."""
+    names = turn_locks(turn)
+    count = Lock.objects.filter(name__in=names, holder=turn.pk, expires_at__gt=timezone.now()).count()
+    return count == len(names)
+
+
+def renew(turn: Turn) -> bool:
+    """Extend the turn's leases; False when one was lost."""
+    names = turn_locks(turn)
+    now = timezone.now()
+    renewed = Lock.objects.filter(name__in=names, holder=turn.pk, expires_at__gt=now).update(
+        expires_at=now + timedelta(seconds=agent_settings.LOCK_LEASE_S)
+    )
+    return renewed == len(names)
+
+
+def release(turn: Turn) -> None:
+    """Delete only the rows this turn still holds."""
+    release_names(turn_locks(turn), turn.pk)
+
+
+def release_names(names: Iterable[str], holder: Any) -> None:
+    Lock.objects.filter(name__in=list(names), holder=holder).delete()
+
+
+def fence(turn: Turn) -> bool:
+    """Inside a transaction: lock the turn's chat lease row and check it is still ours.
+
+    A takeover has to wait for this transaction, so a write fenced here can
+    never land after another turn took the chat.
+    """
+    return (
+        Lock.objects.select_for_update()
+        .filter(name=chat_lock(turn.conversation_id), holder=turn.pk, expires_at__gt=timezone.now())
+        .exists()
+    )
+
+
+def _uuid_param(value: Any) -> Any:
+    field = Lock._meta.get_field("holder")
+    return field.get_db_prep_value(value, connection)

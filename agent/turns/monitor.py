@@ -1,0 +1,88 @@
+"""How a turn ends (SPEC §3.4): one function for every way, and the sweep for dead workers."""
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from .. import events, notices
+from ..conf import agent_settings
+from ..errors import NotFound
+from ..models import Lock, Turn
+from . import locks
+
+logger = logging.getLogger(__name__)
+Status = Turn.Status
+
+NOTICE_FOR = {
+    Status.STOPPED: "stopped",
+    Status.DEADLINE: "deadline",
+    Status.INTERRUPTED: "interrupted",
+}
+NOTICE_FOR_REASON = {"session_ended": "session_ended", "forbidden": "forbidden", "lock_lost": "lock_lost"}
+
+
+def end_turn(turn: Turn, status: str, *, reason: str = "") -> bool:
+    """Mark the turn ended, write the notice its end calls for, free its locks, tell the tabs.
+
+    Idempotent: the first caller (the task's ``finally`` or the sweep) does it all.
+    """
+    notice = NOTICE_FOR.get(status) or NOTICE_FOR_REASON.get(reason)
+    with transaction.atomic():
+        ended = Turn.objects.filter(pk=turn.pk, status__in=Turn.LIVE).update(
+            status=status, end_reason=reason, ended_at=timezone.now(), session_key=""
+        )
+        if not ended:
+            return False
+        if notice:
+            try:
+                notices.write(turn.conversation_id, notice, turn=turn)
+            except NotFound:
+                pass  # the chat is gone: nothing more is written in it
+        locks.release(turn)
+        events.turn_changed(turn.conversation_id, turn.pk, "ended")
+    turn.status, turn.end_reason, turn.session_key = status, reason, ""
+    logger.info("agent turn %s ended: %s %s", turn.pk, status, reason)
+    return True
+
+
+def request_stop(turn_id: Any) -> bool:
+    """Mark a live turn to stop; the runner looks for the mark at its checkpoints."""
+    return bool(
+        Turn.objects.filter(pk=turn_id, status__in=Turn.LIVE, stop_requested_at__isnull=True).update(
+            stop_requested_at=timezone.now()
+        )
+    )
+
+
+def sweep(conversation_id: Any = None) -> int:
+    """End running turns whose lease ran out (their worker died) as ``interrupted``;
+    queue again turns still queued after ``QUEUED_REQUEUE_S``. Returns how many ended."""
+    now = timezone.now()
+    leased = Lock.objects.filter(name__startswith="chat:", expires_at__gt=now).values("holder")
+    running = Turn.objects.filter(status=Status.RUNNING)
+    if conversation_id is not None:
+        running = running.filter(conversation_id=conversation_id)
+    dead = list(running.exclude(pk__in=leased))
+    for turn in dead:
+        end_turn(turn, Status.INTERRUPTED, reason="worker_lost")
+    if conversation_id is None:
+        _requeue_stale(now)
+    return len(dead)
+
+
+def _requeue_stale(now: Any) -> None:
+    from ..tasks import queue_turn
+
+    stale = Turn.objects.filter(
+        status=Status.QUEUED, created_at__lt=now - timedelta(seconds=agent_settings.QUEUED_REQUEUE_S)
+    )
+    for turn in stale:
+        if turn.deadline_at <= now or not locks.renew(turn):
+            end_turn(turn, Status.INTERRUPTED, reason="never_ran")
+        else:
+            queue_turn(turn)
+

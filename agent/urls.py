@@ -1,0 +1,21 @@
+from django.urls import path
+
+from . import views
+
+app_name = "agent"
+
+urlpatterns = [
+    path("", views.chat, name="chat"),
+    path("c/<uuid:conversation_id>/", views.chat, name="chat_open"),
+    path("api/conversations/", views.conversation_list, name="conversation_list"),
+    path("api/conversations/new/", views.conversation_create, name="conversation_create"),
+    path("api/conversations/<str:conversation_id>/", views.conversation_detail, name="conversation_detail"),
+    path("api/conversations/<str:conversation_id>/rename/", views.conversation_rename, name="conversation_rename"),
+    path("api/conversations/<str:conversation_id>/archive/", views.conversation_archive, name="conversation_archive"),
+    path("api/conversations/<str:conversation_id>/delete/", views.conversation_delete, name="conversation_delete"),
+    path("api/conversations/<str:conversation_id>/messages/", views.message_list, name="message_list"),
+    path("api/conversations/<str:conversation_id>/send/", views.turn_start, name="turn_start"),
+    path("api/conversations/<str:conversation_id>/stop/", views.turn_stop, name="turn_stop"),
+    path("api/confirmations/<str:confirmation_id>/confirm/", views.confirmation_confirm, name="confirmation_confirm"),
+    path("api/confirmations/<str:confirmation_id>/cancel/", views.confirmation_cancel, name="confirmation_cancel"),
+]

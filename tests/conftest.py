@@ -1,0 +1,74 @@
+"""Shared fixtures: users with live sessions, chats, and a scripted model server."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.test import Client
+
+from agent.access import SessionRef
+from agent.models import AgentSettings, Endpoint
+
+from .factories import UserFactory
+from .model_server import ScriptedModelServer
+
+
+def grant(user: Any, *codenames: str) -> Any:
+    """Give ``user`` permissions by ``app_label.codename`` and return a fresh copy."""
+    for name in codenames:
+        app_label, codename = name.split(".")
+        user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+    return type(user).objects.get(pk=user.pk)
+
+
+def login(user: Any) -> tuple[Client, SessionRef]:
+    """A real login through Django's session engine: the client and its session ref."""
+    client = Client()
+    client.force_login(user)
+    return client, SessionRef(session_key=client.session.session_key, user_id=user.pk)
+
+
+@pytest.fixture
+def make_user(db: Any) -> Callable[..., Any]:
+    def make(*permissions: str, **fields: Any) -> Any:
+        user = UserFactory(**fields)
+        return grant(user, "agent.use_agent", *permissions)
+
+    return make
+
+
+@pytest.fixture
+def user(make_user: Callable[..., Any]) -> Any:
+    return make_user("notes.view_note", "notes.add_note", "notes.change_note")
+
+
+@pytest.fixture
+def session(user: Any) -> tuple[Client, SessionRef]:
+    return login(user)
+
+
+@pytest.fixture
+def ref(session: tuple[Client, SessionRef]) -> SessionRef:
+    return session[1]
+
+
+@pytest.fixture
+def model_server() -> Any:
+    server = ScriptedModelServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def endpoint(db: Any, model_server: ScriptedModelServer) -> Endpoint:
+    """The site's default endpoint, pointed at the scripted server."""
+    row = Endpoint.objects.create(
+        name="scripted", base_url=model_server.base_url, api_key="sk-test-secret", model="scripted-model",
+        input_price_per_mtok=2, output_price_per_mtok=8, timeout_s=5,
+    )
+    settings_row = AgentSettings.current()
+    settings_row.default_endpoint = row
+    settings_row.save()
+    return row
