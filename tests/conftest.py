@@ -72,3 +72,12 @@ def endpoint(db: Any, model_server: ScriptedModelServer) -> Endpoint:
     settings_row.default_endpoint = row
     settings_row.save()
     return row
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _empty_test_queue() -> None:
+    """Turns queued by earlier runs must not reach this run's workers."""
+    from agent_project.celery import app
+
+    with app.connection_for_write() as conn:
+        conn.default_channel.queue_purge(app.conf.task_default_queue)

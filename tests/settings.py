@@ -1,4 +1,8 @@
-"""Test settings: the host site on the real PostgreSQL and Redis at 127.0.0.1."""
+"""Test settings: the host site on the real PostgreSQL and Redis at 127.0.0.1.
+
+Two suites can run side by side with their own ``DATABASE_URL``, ``REDIS_URL``,
+``CELERY_BROKER_URL`` and ``AGENT_TEST_QUEUE``.
+"""
 import os
 
 os.environ.setdefault("DEBUG", "false")
@@ -11,5 +15,5 @@ from agent_project.settings import *  # noqa: E402,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 ALLOWED_HOSTS = ["127.0.0.1", "localhost", "testserver"]
-CELERY_TASK_DEFAULT_QUEUE = "agent-tests"
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("AGENT_TEST_QUEUE", "agent-tests")
 AGENT = {"SESSION_WRITE_MODULES": ["notes"], "MODEL_MAX_RETRIES": 0}
