@@ -59,7 +59,6 @@ class AgentConf:
     IMPERSONATION_DETECTOR = _Setting[str]("agent.access.hijack_detector")
     SCOPE_CHECKS = _Setting["list[str]"]([])
     USAGE_SINKS = _Setting["list[str]"]([])
-    OFFLINE_MODEL = _Setting[bool](False)
     MODEL_MAX_RETRIES = _Setting[int](2)
 
     @classmethod

@@ -113,10 +113,7 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env.bool("SECURE_COOKIES", default=False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 
-AGENT = {
-    "SESSION_WRITE_MODULES": ["notes"],
-    "OFFLINE_MODEL": env.bool("AGENT_OFFLINE_MODEL", default=False),
-}
+AGENT = {"SESSION_WRITE_MODULES": ["notes"]}
 
 LOGGING = {
     "version": 1,

@@ -1,0 +1,125 @@
+"""The offline demo model: a deterministic stand-in served over the OpenAI HTTP API.
+
+The demo starts it on 127.0.0.1 when no real endpoint is configured, and points
+an endpoint row at it, so a demo turn goes through ``complete()`` and the real
+``openai`` client like any other. It only ever runs inside the demo command.
+It understands two requests about notes, "create a note: <title>" and "find
+notes about <words>", in English and Russian; anything else gets help.
+"""
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+MODEL_NAME = "offline-demo"
+LABEL = {"en": "_(offline demo model: no AI service is configured)_", "ru": "_(офлайн-демо: модель не подключена)_"}
+CREATE = re.compile(r"\b(create|add|make|new|write|remember)\b|созда|добав|запиш|нов", re.I)
+SEARCH = re.compile(r"\b(find|search|list|show|which|what)\b|найд|поиск|покаж|какие|спис", re.I)
+
+
+def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """The next assistant message for a chat, as the chat completions API shapes it."""
+    names = {t.get("function", {}).get("name") for t in tools}
+    user_text = next((m.get("content") or "" for m in reversed(messages) if m.get("role") == "user"), "")
+    lang = "ru" if re.search(r"[а-яё]", user_text, re.I) else "en"
+    last = messages[-1] if messages else {}
+    wants_create = bool(CREATE.search(user_text))
+    if last.get("role") == "tool":
+        result = _json(last.get("content"))
+        if wants_create and "notes_create" in names:
+            title = _title(user_text)
+            return _call("notes_create", {"title": title, "body": ""}, _say(lang, "propose", title=title))
+        return _text(_summary(result, lang), lang)
+    if (wants_create or SEARCH.search(user_text)) and "notes_search" in names:
+        query = _title(user_text) if wants_create else _words(user_text)
+        return _call("notes_search", {"query": query}, "")
+    return _text(_say(lang, "help"), lang)
+
+
+def _say(lang: str, key: str, **params: Any) -> str:
+    texts = {
+        "help": {
+            "en": "I am the offline demo model. Try **create a note: Buy milk** or **find notes about milk**.",
+            "ru": "Я офлайн-демо. Попробуйте **создай заметку: Купить молоко** или **найди заметки про молоко**.",
+        },
+        "propose": {
+            "en": "I will create the note **{title}** once you confirm it.",
+            "ru": "Создам заметку **{title}**, когда вы подтвердите.",
+        },
+        "none": {"en": "I found no notes.", "ru": "Заметок не нашлось."},
+        "found": {"en": "I found {count} notes:", "ru": "Нашлось заметок: {count}."},
+    }
+    return texts[key][lang].format(**params)
+
+
+def _summary(result: Any, lang: str) -> str:
+    notes = result.get("notes") if isinstance(result, dict) else None
+    if not notes:
+        return _say(lang, "none")
+    lines = [f"- {n.get('title', '')}" for n in notes[:10] if isinstance(n, dict)]
+    return _say(lang, "found", count=len(notes)) + "\n\n" + "\n".join(lines)
+
+
+def _title(text: str) -> str:
+    title = text.split(":", 1)[1] if ":" in text else re.sub(
+        r"^.*?\b(note|notes|заметку|заметка|заметки)\b", "", text, count=1, flags=re.I)
+    return (title.strip(" \"'«».") or text.strip())[:60]
+
+
+def _words(text: str) -> str:
+    match = re.search(r"\b(about|with|for|про|о|об)\b\s+(.+)$", text, re.I)
+    return match.group(2).strip(" ?.!") if match else ""
+
+
+def _json(value: Any) -> Any:
+    try:
+        return json.loads(value or "null")
+    except ValueError:
+        return None
+
+
+def _call(name: str, args: dict[str, Any], content: str) -> dict[str, Any]:
+    call = {"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
+            "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}}
+    return {"role": "assistant", "content": content or None, "tool_calls": [call]}
+
+
+def _text(content: str, lang: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": f"{content}\n\n{LABEL[lang]}"}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = _json(self.rfile.read(length).decode("utf-8", "replace")) or {}
+        message = reply(body.get("messages") or [], body.get("tools") or [])
+        payload = json.dumps({
+            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
+            "model": MODEL_NAME,
+            "choices": [{"index": 0, "message": message,
+                         "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
+            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+        }).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+def serve() -> str:
+    """Start the offline model on a free local port in a daemon thread; its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="agent-offline-model", daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}/v1"
