@@ -55,6 +55,7 @@ class ReadOnlyMixin(ManageAgentMixin):
 
 
 class EndpointForm(forms.ModelForm):
+    base_url = forms.URLField(label=_("base URL"), max_length=500, assume_scheme="https")
     api_key = forms.CharField(
         label=_("API key"), required=False, widget=forms.PasswordInput(render_value=False),
         help_text=_("Write-only: leave empty to keep the current key."),

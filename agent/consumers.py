@@ -190,6 +190,10 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json({"type": "attachment", **{k: event[k] for k in ("conversation", "attachment")}})
 
     async def agent_session_ended(self, event: dict[str, Any]) -> None:
+        if event.get("final"):
+            await self.send_json({"type": "error", "error": "session_gone"})
+            await self.close(code=CLOSE_SESSION_ENDED)
+            return
         await self._still_allowed()
 
     async def _still_allowed(self) -> bool:

@@ -40,9 +40,13 @@ def conversation_changed(conversation_id: Any) -> None:
     send_on_commit(topic(conversation_id), CONVERSATION_CHANGED, conversation=conversation_id)
 
 
-def session_ended(group: str) -> None:
-    """Sockets in ``group`` check their session again and close if it is over."""
-    send_on_commit(group, SESSION_ENDED)
+def session_ended(group: str, *, final: bool = False) -> None:
+    """Sockets in ``group`` check their session again and close if it is over.
+
+    ``final`` (a logout) closes them without a check: the logout's own request
+    has not flushed the session yet when this is sent.
+    """
+    send_on_commit(group, SESSION_ENDED, final=final)
 
 
 def send_on_commit(group: str, event_type: str, **payload: Any) -> None:

@@ -23,15 +23,23 @@ from .models import AgentSettings, UserSettings
 def _on_logout(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
     key = getattr(getattr(request, "session", None), "session_key", None)
     if key:
-        events.session_ended(session_group(key))
+        events.session_ended(session_group(key), final=True)
 
 
 @receiver(pre_save)
-def _on_user_change(sender: Any, instance: Any, raw: bool = False, **kwargs: Any) -> None:
+def _remember_credentials(sender: Any, instance: Any, raw: bool = False, **kwargs: Any) -> None:
     if raw or sender is not get_user_model() or instance.pk is None:
         return
-    old = sender._default_manager.filter(pk=instance.pk).values("password", "is_active").first()
-    if old and (old["password"] != instance.password or (old["is_active"] and not instance.is_active)):
+    instance._agent_before = sender._default_manager.filter(pk=instance.pk).values("password", "is_active").first()
+
+
+@receiver(post_save)
+def _on_user_change(sender: Any, instance: Any, raw: bool = False, **kwargs: Any) -> None:
+    """After the save (so a socket's re-check sees it): a new password or a deactivation."""
+    before = instance.__dict__.pop("_agent_before", None)
+    if raw or sender is not get_user_model() or not before:
+        return
+    if before["password"] != instance.password or (before["is_active"] and not instance.is_active):
         events.session_ended(user_group(instance.pk))
 
 
