@@ -9,6 +9,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count, QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -114,6 +115,8 @@ class AgentSettingsAdmin(ManageAgentMixin, admin.ModelAdmin):
         return False
 
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
         row = AgentSettings.current()
         return HttpResponseRedirect(reverse("admin:agent_agentsettings_change", args=[row.pk]))
 
@@ -147,6 +150,9 @@ class MessageInline(admin.TabularInline):
     def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
         self._may_read = request.user.has_perm(VIEW_CONTENT)
         return super().get_formset(request, obj, **kwargs)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm(MANAGE)
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

@@ -1,0 +1,114 @@
+"""Staff pages: for agent.manage_agent holders, and never a secret or a tool's data."""
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from agent.conversations import append_message
+from agent.models import AIRequest, Conversation, Endpoint, Message, Turn
+
+from .conftest import grant
+from .factories import ConversationFactory, UserFactory
+
+MODELS = ["endpoint", "agentsettings", "usersettings", "conversation", "turn", "confirmation", "airequest",
+          "offpurposeflag"]
+
+
+@pytest.fixture
+def staff(db):
+    user = grant(UserFactory(is_staff=True), "agent.manage_agent")
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def chat(db):
+    chat = ConversationFactory()
+    append_message(chat.pk, role=Message.Role.USER, content="my secret plans")
+    append_message(chat.pk, role=Message.Role.TOOL, tool_name="notes_read", tool_outcome="ok",
+                   tool_result={"body": "customer data 4242"}, tool_calls=None)
+    return chat
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_staff_with_manage_agent_see_every_page(staff, model):
+    assert staff.get(reverse(f"admin:agent_{model}_changelist"), follow=True).status_code == 200
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_staff_without_manage_agent_are_refused(db, model):
+    client = Client()
+    client.force_login(UserFactory(is_staff=True))
+    assert client.get(reverse(f"admin:agent_{model}_changelist")).status_code == 403
+
+
+def test_chat_page_hides_message_text_without_view_chat_content(staff, chat):
+    page = staff.get(reverse("admin:agent_conversation_change", args=[chat.pk])).content.decode()
+    assert "my secret plans" not in page and "customer data 4242" not in page
+
+
+def test_chat_page_shows_text_but_never_tool_results_with_view_chat_content(db, chat):
+    user = grant(UserFactory(is_staff=True), "agent.manage_agent", "agent.view_chat_content")
+    client = Client()
+    client.force_login(user)
+    page = client.get(reverse("admin:agent_conversation_change", args=[chat.pk])).content.decode()
+    assert "my secret plans" in page and "customer data 4242" not in page
+
+
+def test_api_key_is_masked_in_the_list_and_never_rendered_in_the_form(staff):
+    endpoint = Endpoint.objects.create(name="e", base_url="http://localhost:8080/v1", model="m", api_key="sk-live-abcdefgh1234")
+    listing = staff.get(reverse("admin:agent_endpoint_changelist")).content.decode()
+    form = staff.get(reverse("admin:agent_endpoint_change", args=[endpoint.pk])).content.decode()
+    assert "sk-live-abcdefgh1234" not in listing and "••••1234" in listing
+    assert "sk-live-abcdefgh1234" not in form
+
+
+def test_saving_the_endpoint_form_without_a_key_keeps_the_key(staff):
+    endpoint = Endpoint.objects.create(name="e", base_url="http://localhost:8080/v1", model="m", api_key="sk-keep-me")
+    data = {"name": "e", "base_url": "http://localhost:8080/v1", "api_key": "", "api_key_env": "", "model": "m2",
+            "input_price_per_mtok": "0", "output_price_per_mtok": "0", "timeout_s": "60", "enabled": "on",
+            "supports_tools": "on"}
+    response = staff.post(reverse("admin:agent_endpoint_change", args=[endpoint.pk]), data)
+    assert response.status_code == 302
+    endpoint.refresh_from_db()
+    assert endpoint.model == "m2" and endpoint.api_key == "sk-keep-me"
+
+
+def test_turn_page_never_shows_the_session_key(staff, chat):
+    turn = Turn.objects.create(conversation=chat, user=chat.user, language="en", text="hi",
+                               session_key="sessionkey-should-not-show", deadline_at=chat.created_at)
+    page = staff.get(reverse("admin:agent_turn_change", args=[turn.pk])).content.decode()
+    assert "sessionkey-should-not-show" not in page
+
+
+def test_stop_action_marks_live_turns(staff, chat):
+    turn = Turn.objects.create(conversation=chat, user=chat.user, language="en", text="hi",
+                               deadline_at=chat.created_at, status=Turn.Status.RUNNING)
+    staff.post(reverse("admin:agent_turn_changelist"), {"action": "stop", "_selected_action": [str(turn.pk)]})
+    turn.refresh_from_db()
+    assert turn.stop_requested_at is not None
+
+
+@pytest.mark.parametrize("action, status", [("archive", "archived"), ("delete_softly", "deleted")])
+def test_chat_actions_change_the_status(staff, chat, action, status):
+    staff.post(reverse("admin:agent_conversation_changelist"), {"action": action, "_selected_action": [str(chat.pk)]})
+    chat.refresh_from_db()
+    assert chat.status == status
+
+
+def test_restore_brings_a_deleted_chat_back(staff, chat):
+    Conversation.objects.filter(pk=chat.pk).update(status="deleted")
+    staff.post(reverse("admin:agent_conversation_changelist"), {"action": "restore", "_selected_action": [str(chat.pk)]})
+    chat.refresh_from_db()
+    assert chat.status == "active"
+
+
+def test_journal_shows_cost_totals_by_user_and_day(staff, chat):
+    AIRequest.objects.create(user=chat.user, source="agent", task="agent.chat", status="success", cost_usd="0.25")
+    AIRequest.objects.create(user=chat.user, source="agent", task="agent.chat", status="success", cost_usd="0.50")
+    response = staff.get(reverse("admin:agent_airequest_changelist"))
+    totals = list(response.context["cost_totals"])
+    assert totals[0]["calls"] == 2 and str(totals[0]["cost"]).startswith("0.75")
+    assert "Cost by user and day" in response.content.decode()
+
+
