@@ -1,0 +1,55 @@
+"""Life cycle (SPEC §11) and the tasks' stable names."""
+from datetime import timedelta
+
+import pytest
+from django.test import override_settings
+from django.utils import timezone
+
+from agent.conversations import append_message
+from agent.models import AIRequest, Conversation, Message
+from agent.tasks import purge_chats, run_turn, sweep_turns
+
+from .factories import ConversationFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def _aged(days: int, status: str = "active") -> Conversation:
+    chat = ConversationFactory()
+    append_message(chat.pk, role=Message.Role.USER, content="hello")
+    old = timezone.now() - timedelta(days=days)
+    Conversation.objects.filter(pk=chat.pk).update(last_message_at=old, updated_at=old, status=status)
+    return chat
+
+
+def test_task_names_are_api_and_turns_are_never_retried():
+    assert run_turn.name == "agent.run_turn" and sweep_turns.name == "agent.sweep_turns"
+    assert purge_chats.name == "agent.purge_chats"
+    assert run_turn.max_retries == 0 and not run_turn.acks_late
+
+
+def test_without_retention_only_long_deleted_chats_are_purged():
+    kept_old, deleted_recently = _aged(400), _aged(5, status="deleted")
+    purged = _aged(31, status="deleted")
+    purge_chats()
+    assert set(Conversation.objects.values_list("pk", flat=True)) == {kept_old.pk, deleted_recently.pk}
+    assert not Message.objects.filter(conversation_id=purged.pk).exists()
+
+
+@override_settings(AGENT={"RETENTION_DAYS": 90})
+def test_retention_deletes_chats_whose_last_message_is_older():
+    old, fresh = _aged(91), _aged(89)
+    purge_chats()
+    assert list(Conversation.objects.values_list("pk", flat=True)) == [fresh.pk]
+    assert not Conversation.objects.filter(pk=old.pk).exists()
+
+
+def test_deleting_a_user_deletes_their_chats_but_keeps_the_journal():
+    user = UserFactory()
+    chat = ConversationFactory(user=user)
+    append_message(chat.pk, role=Message.Role.USER, content="hello")
+    row = AIRequest.objects.create(user=user, source="agent", task="agent.chat", status="success")
+    user.delete()
+    assert not Conversation.objects.filter(pk=chat.pk).exists()
+    row.refresh_from_db()
+    assert row.user_id is None
