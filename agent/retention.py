@@ -11,10 +11,10 @@ from .models import Conversation
 
 
 def purge() -> int:
-    """Delete the chats due for deletion, with their messages and cards; how many."""
+    """Delete the chats due for deletion, with their messages and cards; how many chats."""
     now = timezone.now()
     due = Q(status=Conversation.Status.DELETED, updated_at__lt=now - timedelta(days=agent_settings.PURGE_DELETED_DAYS))
     if agent_settings.RETENTION_DAYS:
         due |= Q(last_message_at__lt=now - timedelta(days=agent_settings.RETENTION_DAYS))
-    deleted, _by_model = Conversation.objects.filter(due).delete()
-    return deleted
+    _total, by_model = Conversation.objects.filter(due).delete()
+    return by_model.get(Conversation._meta.label, 0)

@@ -53,3 +53,8 @@ def test_deleting_a_user_deletes_their_chats_but_keeps_the_journal():
     assert not Conversation.objects.filter(pk=chat.pk).exists()
     row.refresh_from_db()
     assert row.user_id is None
+
+
+def test_purge_counts_chats_not_rows():
+    _aged(31, status="deleted")
+    assert purge_chats() == 1
