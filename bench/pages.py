@@ -1,7 +1,7 @@
 """Page cost at depth (SPEC §14): ``list_messages`` in a 1,000,000-message chat and
 ``list_conversations`` over 10,000 chats, first, middle and last page.
 
-Run: ``/tmp/venv/bin/python bench/pages.py`` (``--runs N`` timed calls per page).
+Run: ``.venv/bin/python bench/pages.py`` (``--runs N`` timed calls per page).
 The first run fills the data by SQL (a minute or two); later runs reuse it.
 """
 from __future__ import annotations

@@ -6,7 +6,7 @@ and 2; the answer in round 3) against the scripted model server, each run by
 chats with 400 earlier messages, interleaved. Timing shims wrap the runner
 and the SDK client from outside; ``agent/`` is not changed.
 
-Run: ``/tmp/venv/bin/python bench/turn_overhead.py`` (``--turns N``).
+Run: ``.venv/bin/python bench/turn_overhead.py`` (``--turns N``).
 """
 from __future__ import annotations
 
