@@ -5,11 +5,13 @@ An event carries uuids only; a listener reads what it names through
 """
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import json
 import logging
+import threading
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
@@ -59,11 +61,44 @@ def send_on_commit(group: str, event_type: str, **payload: Any) -> None:
 
 
 def _send_rollback_unsafe(group: str, event: dict[str, Any]) -> None:
-    """Send now, whatever the transaction does: only ``send_on_commit`` calls this."""
+    """Send now, whatever the transaction does: only ``send_on_commit`` calls this.
+
+    The send is handed to one long-lived event loop and not waited for: a new
+    loop per send would open a new Redis connection each time (SPEC §14).
+    """
     layer = get_channel_layer()
     if layer is None:
         return
-    try:
-        async_to_sync(layer.group_send)(group, event)
-    except Exception:  # a lost event is recovered by the tab's resync; never fail the write
-        logger.exception("agent: could not send %s", event["type"])
+    future = asyncio.run_coroutine_threadsafe(layer.group_send(group, event), _event_loop())
+    future.add_done_callback(lambda done: _log_failure(done, event["type"]))
+
+
+def _log_failure(done: concurrent.futures.Future[Any], event_type: str) -> None:
+    if not done.cancelled() and done.exception() is not None:
+        # a lost event is recovered by the tab's resync; it never fails the write
+        logger.error("agent: could not send %s (%s)", event_type, type(done.exception()).__name__)
+
+
+_server_loop: asyncio.AbstractEventLoop | None = None
+_own_loop: asyncio.AbstractEventLoop | None = None
+_loop_lock = threading.Lock()
+
+
+def bind_server_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Send from the ASGI server's own loop, where its sockets' consumers live.
+
+    The in-memory channel layer of the demo is only safe to use from that loop.
+    """
+    global _server_loop
+    _server_loop = loop
+
+
+def _event_loop() -> asyncio.AbstractEventLoop:
+    global _own_loop
+    if _server_loop is not None and _server_loop.is_running():
+        return _server_loop
+    with _loop_lock:
+        if _own_loop is None or _own_loop.is_closed():
+            _own_loop = asyncio.new_event_loop()
+            threading.Thread(target=_own_loop.run_forever, name="agent-events", daemon=True).start()
+        return _own_loop
