@@ -113,9 +113,9 @@ def authorize_session(ref: SessionRef, *, impersonated: bool) -> Scope:
     if impersonated:
         raise errors.Impersonated()
     user = _live_user(ref)
-    from .models import AgentSettings, UserSettings
+    from .models import AgentSettings
 
-    user_settings = UserSettings.objects.filter(user=user).first()
+    user_settings = getattr(user, "agent_settings", None)
     if not AgentSettings.current().enabled or not user.has_perm(USE_PERMISSION):
         raise errors.Forbidden()
     if user_settings is not None and user_settings.enabled is False:
@@ -133,7 +133,7 @@ def _live_user(ref: SessionRef) -> Any:
         raise errors.SessionGone()
     if str(session_user) != str(ref.user_id):
         raise errors.Mismatch()
-    user = get_user_model()._default_manager.filter(pk=ref.user_id).first()
+    user = get_user_model()._default_manager.select_related("agent_settings").filter(pk=ref.user_id).first()
     if user is None:
         raise errors.SessionGone()
     if not _hash_matches(user, data.get(HASH_SESSION_KEY, "")):

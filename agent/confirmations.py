@@ -135,7 +135,6 @@ def _settle(card: Confirmation, status: str, outcome: str) -> Confirmation:
 
 
 def _outcome_notice(card: Confirmation, status: str) -> None:
-    try:
-        notices.write(card.conversation_id, f"confirmation_{status}", {"tool": card.tool_name}, confirmation=card)
-    except NotFound:
-        pass  # the chat was deleted: the card's outcome stays on the card
+    # a deleted chat gets no notice: the card's outcome stays on the card
+    notices.write_unless_gone(card.conversation_id, f"confirmation_{status}", {"tool": card.tool_name},
+                              confirmation=card)

@@ -18,8 +18,8 @@ from typing import Any, Iterable, Mapping
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.core.exceptions import ValidationError
-from django.db import transaction
-from django.db.models import Case, F, Q, QuerySet, Value, When
+from django.db import connection, transaction
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -242,16 +242,30 @@ def append_message(conversation_id: uuid.UUID, *, title_from: str | None = None,
     The chat's row is updated first, so its row lock orders ``seq``.
     """
     now = timezone.now()
-    changes: dict[str, Any] = {"message_count": F("message_count") + 1, "last_message_at": now, "updated_at": now}
-    if title_from:
-        changes["title"] = Case(When(title="", then=Value(auto_title(title_from))), default=F("title"))
-    with transaction.atomic():
-        if not Conversation.objects.alive().filter(pk=conversation_id).update(**changes):
-            raise NotFound()
-        seq = Conversation.objects.values_list("message_count", flat=True).get(pk=conversation_id)
+    with transaction.atomic(savepoint=False):
+        seq = _advance_chat(conversation_id, now, auto_title(title_from) if title_from else "")
         message = Message.objects.create(conversation_id=conversation_id, seq=seq, created_at=now, **fields)
         events.message_added(conversation_id, message.pk)
     return message
+
+
+def _advance_chat(conversation_id: Any, now: datetime, title: str) -> int:
+    """Count the new message on a live chat and return its ``seq``: one UPDATE ... RETURNING."""
+    meta = Conversation._meta
+    quote = connection.ops.quote_name
+    sql = (
+        f"UPDATE {quote(meta.db_table)} SET message_count = message_count + 1, "
+        "last_message_at = %s, updated_at = %s, title = CASE WHEN title = '' THEN %s ELSE title END "
+        "WHERE id = %s AND status <> %s RETURNING message_count"
+    )
+    at = meta.get_field("last_message_at").get_db_prep_value(now, connection)
+    pk = meta.pk.get_db_prep_value(conversation_id, connection)  # type: ignore[union-attr]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [at, at, title, pk, Conversation.Status.DELETED])
+        row = cursor.fetchone()
+    if row is None:
+        raise NotFound()
+    return int(row[0])
 
 
 def auto_title(text: str) -> str:

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import transaction
 from django.utils.translation import gettext_lazy
 
+from .errors import NotFound
 from .models import Message
 
 MODEL_FAILED = "model_failed"
@@ -53,6 +55,16 @@ def write(conversation_id: Any, code: str, params: dict[str, Any] | None = None,
     return append_message(
         conversation_id, role=Message.Role.NOTICE, notice_code=code, notice_params=params or {}, **fields
     )
+
+
+def write_unless_gone(conversation_id: Any, code: str, params: dict[str, Any] | None = None,
+                      **fields: Any) -> Message | None:
+    """``write``, or nothing when the chat was deleted; the caller's transaction goes on either way."""
+    try:
+        with transaction.atomic():
+            return write(conversation_id, code, params, **fields)
+    except NotFound:
+        return None
 
 
 def text(code: str, params: dict[str, Any] | None = None) -> str:

@@ -1,8 +1,10 @@
 """Usage sinks: each journal row, handed synchronously to every sink, each isolated."""
 from __future__ import annotations
 
+import contextlib
 import logging
-from typing import Any, Callable
+import threading
+from typing import Any, Callable, Iterator
 
 from django.utils.module_loading import import_string
 
@@ -10,6 +12,20 @@ from ..conf import agent_settings
 from ..models import AIRequest, Message
 
 logger = logging.getLogger(__name__)
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def stored_by_caller(message_id: Any) -> Iterator[None]:
+    """The caller will store the message under ``message_id`` with its row itself.
+
+    So the agent's sink spares the UPDATE that could not find that message yet.
+    """
+    _local.message_id = str(message_id)
+    try:
+        yield
+    finally:
+        _local.message_id = None
 
 
 def deliver(row: AIRequest) -> None:
@@ -40,7 +56,7 @@ def link_to_message(row: AIRequest) -> None:
     that has no row yet.
     """
     message_id = (row.attribution or {}).get("message")
-    if not message_id or row.user_id is None:
+    if not message_id or row.user_id is None or message_id == getattr(_local, "message_id", None):
         return
     Message.objects.filter(pk=message_id, conversation__user_id=row.user_id, ai_request__isnull=True).update(
         ai_request=row

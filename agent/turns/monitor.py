@@ -10,7 +10,6 @@ from django.utils import timezone
 
 from .. import events, notices
 from ..conf import agent_settings
-from ..errors import NotFound
 from ..models import Lock, Turn
 from . import locks
 
@@ -38,10 +37,7 @@ def end_turn(turn: Turn, status: str, *, reason: str = "") -> bool:
         if not ended:
             return False
         if notice:
-            try:
-                notices.write(turn.conversation_id, notice, turn=turn)
-            except NotFound:
-                pass  # the chat is gone: nothing more is written in it
+            notices.write_unless_gone(turn.conversation_id, notice, turn=turn)
         locks.release(turn)
         events.turn_changed(turn.conversation_id, turn.pk, "ended")
     turn.status, turn.end_reason, turn.session_key = status, reason, ""

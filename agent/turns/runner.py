@@ -22,7 +22,7 @@ from django.utils import timezone, translation
 from .. import confirmations, notices
 from ..access import Scope, SessionRef, authorize_session
 from ..ai import AIError, Completion, ToolCall, complete
-from ..ai import guard
+from ..ai import guard, usage
 from ..conf import agent_settings
 from ..conversations import owned_conversation
 from ..errors import Forbidden, NotFound, Refusal
@@ -104,7 +104,7 @@ class TurnRunner:
     # -- the turn ----------------------------------------------------------------
 
     def run(self) -> End:
-        self.checkpoint()
+        self.checkpoint(locks_too=True)
         scope = self.recheck()
         confirmations.settle_lapsed(self.turn.conversation_id)
         site = AgentSettings.current()
@@ -118,7 +118,7 @@ class TurnRunner:
         rounds = agent_settings.MAX_TOOL_ROUNDS
         for number in range(1, rounds + 1):
             if number > 1:
-                self.checkpoint()
+                self.checkpoint(locks_too=True)
                 scope = self.recheck()
             if not self.round(scope, number, last=number == rounds):
                 return End(Status.FINISHED)
@@ -130,13 +130,14 @@ class TurnRunner:
         shown = [] if last else visible_for(scope, allow="all")
         answer_id = uuid.uuid4()
         try:
-            completion = complete(
-                self.turn.endpoint, self.request_messages(number),
-                tools=[t.definition() for t in shown] or None, user=scope.user, source="agent",
-                task="agent.chat", admission=self.turn.admission or None,
-                attribution={"message": str(answer_id), "turn": str(self.turn.pk)},
-                capture=agent_settings.CAPTURE_CONTENT,
-            )
+            with usage.stored_by_caller(answer_id):
+                    completion = complete(
+                    self.turn.endpoint, self.request_messages(number),
+                    tools=[t.definition() for t in shown] or None, user=scope.user, source="agent",
+                    task="agent.chat", admission=self.turn.admission or None,
+                    attribution={"message": str(answer_id), "turn": str(self.turn.pk)},
+                    capture=agent_settings.CAPTURE_CONTENT,
+                )
         except AIError as error:
             self.checkpoint()
             self._notice(notices.MODEL_FAILED, error.params(), ai_request_id=error.request_id)
@@ -181,13 +182,16 @@ class TurnRunner:
             args = json.loads(call.arguments) if call.arguments.strip() else {}
         except ValueError:
             return "invalid_arguments", {"error": "invalid_arguments", "details": ["arguments are not JSON"]}, None
-        with transaction.atomic():
+        tool = registry.get(call.name)
+        if tool is None or tool.kind != "write":
+            result = execute_as(scope, call.name, args, allow="all", via="agent", chat=self.turn.conversation,
+                                call_id=call.id, turn=self.turn)
+            return result.outcome, result.result, None
+        with transaction.atomic():  # a write's card is stored only while the turn holds the chat
             if not locks.fence(self.turn):
                 raise TurnEnded(End(Status.FAILED, "lock_lost"))
-            result = execute_as(
-                scope, call.name, args, allow="all", via="agent", chat=self.turn.conversation,
-                call_id=call.id, turn=self.turn,
-            )
+            result = execute_as(scope, call.name, args, allow="all", via="agent", chat=self.turn.conversation,
+                                call_id=call.id, turn=self.turn)
         return result.outcome, result.result, result.confirmation
 
     # -- the request -------------------------------------------------------------
@@ -243,7 +247,7 @@ class TurnRunner:
             raise TurnEnded(End(Status.FAILED, "lock_lost"))
 
     def recheck(self) -> Scope:
-        """Round step a: the session, the chat, the module and the locks, afresh."""
+        """Round step a: the session, the chat and the module, afresh (the locks: ``checkpoint``)."""
         try:
             scope = authorize_session(self.ref, impersonated=False)
             owned_conversation(scope, self.turn.conversation_id)
@@ -253,8 +257,6 @@ class TurnRunner:
             raise TurnEnded(End(Status.FAILED, "forbidden")) from None
         except Refusal:
             raise TurnEnded(End(Status.FAILED, "session_ended")) from None
-        if not locks.held(self.turn):
-            raise TurnEnded(End(Status.FAILED, "lock_lost"))
         return scope
 
     # -- storing -------------------------------------------------------------------
