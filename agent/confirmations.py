@@ -29,13 +29,6 @@ def confirm(ref: SessionRef, confirmation_id: Any, *, impersonated: bool) -> Con
     if tool is None or not may_write(scope, tool):
         return _settle(card, Status.FAILED, "not_permitted")
     ctx = ToolContext(scope.user, scope, card.conversation, card.turn_id, scope.language)
-    try:
-        unchanged = compute_fingerprint(tool, ctx, card.arguments) == card.fingerprint
-    except Exception as error:
-        logger.exception("agent card %s: fingerprint failed", card.pk)
-        return _settle(card, Status.FAILED, type(error).__name__)
-    if not unchanged:
-        return _settle(card, Status.STALE, "data_changed")
     return _apply(card, tool, ctx)
 
 
@@ -102,22 +95,33 @@ def _owned_waiting(scope: Scope, confirmation_id: Any) -> Confirmation:
 
 
 def _apply(card: Confirmation, tool: Any, ctx: ToolContext) -> Confirmation:
-    """Claim the card and run the write in one transaction: a double click runs it once."""
+    """Claim the card, check the data and run the write in one transaction.
+
+    The claim is one conditional UPDATE, so a double click runs the write once.
+    """
     with transaction.atomic():
         now = timezone.now()
         if not Confirmation.objects.filter(pk=card.pk, status=Status.WAITING).update(status=Status.DONE, decided_at=now):
             raise NotWaiting()
-        status, outcome = Status.DONE, ""
-        try:
-            with transaction.atomic():
-                tool.func(ctx, **card.arguments)
-        except Exception as error:
-            logger.exception("agent card %s: the write %s failed", card.pk, card.tool_name)
-            status, outcome = Status.FAILED, type(error).__name__
+        status, outcome = _run_write(card, tool, ctx)
+        if status != Status.DONE:
             Confirmation.objects.filter(pk=card.pk).update(status=status, outcome=outcome)
         _outcome_notice(card, status)
     card.status, card.decided_at, card.outcome = status, now, outcome
     return card
+
+
+def _run_write(card: Confirmation, tool: Any, ctx: ToolContext) -> tuple[str, str]:
+    """The write, unless the data changed since the preview; its status and outcome text."""
+    try:
+        with transaction.atomic():
+            if compute_fingerprint(tool, ctx, card.arguments) != card.fingerprint:
+                return Status.STALE, "data_changed"
+            tool.func(ctx, **card.arguments)
+    except Exception as error:
+        logger.exception("agent card %s: %s failed", card.pk, card.tool_name)
+        return Status.FAILED, type(error).__name__
+    return Status.DONE, ""
 
 
 def _settle(card: Confirmation, status: str, outcome: str) -> Confirmation:

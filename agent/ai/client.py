@@ -63,24 +63,30 @@ def effective_endpoint(user: Any) -> Endpoint | None:
     return AgentSettings.current().default_endpoint
 
 
-_clients: dict[tuple[Any, ...], Any] = {}
+_clients: dict[Any, tuple[tuple[Any, ...], Any]] = {}
 _clients_lock = threading.Lock()
 
 
 def _client_for(endpoint: Endpoint) -> Any:
-    """One ``openai.OpenAI`` per endpoint per process (its connection pool is reused)."""
+    """One ``openai.OpenAI`` per endpoint per process (its connection pool is reused).
+
+    An endpoint edited in the admin gets a new client; the old one is closed.
+    """
     import openai
 
     key = _api_key(endpoint)
-    cache_key = (endpoint.pk, endpoint.base_url, endpoint.timeout_s, key, agent_settings.MODEL_MAX_RETRIES)
+    config = (endpoint.base_url, endpoint.timeout_s, key, agent_settings.MODEL_MAX_RETRIES)
     with _clients_lock:
-        client = _clients.get(cache_key)
-        if client is None:
-            client = openai.OpenAI(
-                api_key=key or "unused", base_url=endpoint.base_url,
-                timeout=float(endpoint.timeout_s), max_retries=agent_settings.MODEL_MAX_RETRIES,
-            )
-            _clients[cache_key] = client
+        known = _clients.get(endpoint.pk)
+        if known is not None and known[0] == config:
+            return known[1]
+        client = openai.OpenAI(
+            api_key=key or "unused", base_url=endpoint.base_url,
+            timeout=float(endpoint.timeout_s), max_retries=agent_settings.MODEL_MAX_RETRIES,
+        )
+        _clients[endpoint.pk] = (config, client)
+    if known is not None:
+        known[1].close()
     return client
 
 
@@ -176,7 +182,7 @@ def map_sdk_error(error: Exception) -> AIError:
             if isinstance(error, cls):
                 return AIError(code, error.status_code)
         return AIError("api_error", error.status_code)
-    logger.warning("agent: unexpected model error %s", type(error).__name__)
+    logger.error("agent: a model call failed outside the SDK's errors", exc_info=error)
     return AIError("invalid_response")
 
 
