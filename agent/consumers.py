@@ -5,6 +5,7 @@ afterwards: each frame and each event is checked with a fresh scope.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -13,11 +14,14 @@ from typing import Any, Awaitable, Callable
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.utils import translation
+from django.utils.translation import get_supported_language_variant
+from django.utils.translation.trans_real import parse_accept_lang_header
 
 from . import confirmations, conversations, events, turns
-from .access import SITE_GROUP, SessionRef, authorize_session, is_impersonated, user_group
+from .access import SITE_GROUP, SessionRef, authorize_session, is_impersonated, language_for, user_group
 from .conf import agent_settings
 from .errors import SESSION_REFUSALS, NotFound, Refusal
 from .rendering import page_view
@@ -31,11 +35,13 @@ CLOSE_TOO_FAST = 4429
 
 class AgentConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
+        events.bind_server_loop(asyncio.get_running_loop())
         self.ref = SessionRef.from_scope(self.scope)
         self.impersonated = is_impersonated(self.scope)
         self.subscribed: set[str] = set()
         self.frame_times: deque[float] = deque()
         self.groups_joined: list[str] = []
+        self.request_language = request_language(self.scope)
         await self.accept()
         try:
             scope = await database_sync_to_async(authorize_session)(self.ref, impersonated=self.impersonated)
@@ -43,7 +49,7 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json({"type": "error", "error": refusal.code})
             await self.close(code=CLOSE_SESSION_ENDED)
             return
-        self.language = scope.language
+        self.language = language_for(scope.user_settings, self.request_language)
         for group in (self.ref.group, user_group(self.ref.user_id), SITE_GROUP):
             await self.channel_layer.group_add(group, self.channel_name)
             self.groups_joined.append(group)
@@ -104,15 +110,18 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
         await database_sync_to_async(conversations.subscribe)(
             self.ref, conversation_id, self.channel_name, impersonated=self.impersonated
         )
-        self.subscribed.add(str(conversation_id))
+        conversation_id = str(conversations.parse_uuid(conversation_id))  # events name the chat in this form
+        self.subscribed.add(conversation_id)
         after = frame.get("after")
         messages = await self._call(
             conversations.list_messages, conversation_id, after=after, latest=after is None
         )
-        return {"type": "subscribed", "conversation": str(conversation_id), "messages": [page_view(m) for m in messages]}
+        with translation.override(self.language):
+            views = [page_view(m) for m in messages]
+        return {"type": "subscribed", "conversation": conversation_id, "messages": views}
 
     async def frame_unsubscribe(self, frame: dict[str, Any]) -> dict[str, Any]:
-        conversation_id = str(frame.get("conversation"))
+        conversation_id = str(conversations.parse_uuid(frame.get("conversation")))
         self.subscribed.discard(conversation_id)
         await self.channel_layer.group_discard(events.topic(conversation_id), self.channel_name)
         return {"type": "unsubscribed", "conversation": conversation_id}
@@ -166,7 +175,9 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
         except Refusal:
             await self.close(code=CLOSE_SESSION_ENDED)
             return
-        await self.send_json({"type": "message", "message": page_view(view)})
+        with translation.override(self.language):
+            view = page_view(view)
+        await self.send_json({"type": "message", "message": view})
 
     async def agent_turn_changed(self, event: dict[str, Any]) -> None:
         if event["conversation"] in self.subscribed and await self._still_allowed():
@@ -204,7 +215,7 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json({"type": "error", "error": refusal.code})
             await self.close(code=CLOSE_SESSION_ENDED)
             return False
-        self.language = scope.language
+        self.language = language_for(scope.user_settings, self.request_language)
         return True
 
     async def _drop_subscription(self, conversation_id: str) -> None:
@@ -213,3 +224,15 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "conversation_gone", "conversation": conversation_id})
 
 
+def request_language(scope: dict[str, Any]) -> str | None:
+    """The socket request's language, as Django's LocaleMiddleware reads it: cookie, then Accept-Language."""
+    candidates = [scope.get("cookies", {}).get(settings.LANGUAGE_COOKIE_NAME) or ""]
+    headers = dict(scope.get("headers") or [])
+    accept = headers.get(b"accept-language", b"").decode("latin-1")
+    candidates += [code for code, _q in parse_accept_lang_header(accept) if code != "*"]
+    for code in filter(None, candidates):
+        try:
+            return get_supported_language_variant(code)
+        except LookupError:
+            continue
+    return None

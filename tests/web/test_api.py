@@ -1,0 +1,185 @@
+"""The page's JSON API: refusals as status codes with ``{"error": code}``, CSRF on every write."""
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.test import Client
+from django.urls import reverse
+
+from agent import turns
+from agent.conversations import create_conversation
+from agent.models import Conversation, UserSettings
+from agent.tasks import run_turn
+from tests.conftest import login
+from tests.factories import ConversationFactory
+from tests.model_server import tool_calls
+
+pytestmark = pytest.mark.django_db
+
+
+def post(client: Client, name: str, *args: Any, **body: Any) -> Any:
+    return client.post(reverse(f"agent:{name}", args=args), body, content_type="application/json")
+
+
+def get(client: Client, name: str, *args: Any, **query: Any) -> Any:
+    return client.get(reverse(f"agent:{name}", args=args), query)
+
+
+@pytest.fixture
+def chat(ref):
+    return create_conversation(ref, {"title": "mine"}, impersonated=False)
+
+
+def test_an_anonymous_call_is_401_session_gone():
+    response = get(Client(), "conversation_list")
+    assert response.status_code == 401 and response.json() == {"error": "session_gone"}
+
+
+def test_a_call_after_the_session_ended_is_401(session):
+    client, ref = session
+    import_module(settings.SESSION_ENGINE).SessionStore(session_key=ref.session_key).delete()
+    response = post(client, "conversation_create")
+    assert response.status_code == 401 and response.json() == {"error": "session_gone"}
+
+
+def test_a_user_without_the_permission_is_403_forbidden():
+    from tests.factories import UserFactory
+
+    client, _ref = login(UserFactory())
+    response = get(client, "conversation_list")
+    assert response.status_code == 403 and response.json() == {"error": "forbidden"}
+
+
+@pytest.mark.parametrize("method, name", [
+    (get, "conversation_detail"), (get, "message_list"), (post, "conversation_rename"),
+    (post, "conversation_archive"), (post, "conversation_delete"), (post, "turn_start"), (post, "turn_stop"),
+])
+def test_someone_elses_chat_is_404_like_a_missing_one(session, method, name):
+    client, _ref = session
+    theirs = ConversationFactory()
+    answers = [method(client, name, chat_id, title="x", text="hi") for chat_id in (theirs.pk, "not-a-uuid")]
+    assert [(r.status_code, r.json()) for r in answers] == [(404, {"error": "not_found"})] * 2
+    theirs.refresh_from_db()
+    assert theirs.title != "x" and theirs.status == Conversation.Status.ACTIVE
+
+
+def test_a_listed_chat_page_and_cursor(session, ref):
+    client, _ref = session
+    for n in range(3):
+        create_conversation(ref, {"title": f"c{n}"}, impersonated=False)
+    first = get(client, "conversation_list", limit=2).json()
+    rest = get(client, "conversation_list", limit=2, cursor=first["next_cursor"]).json()
+    assert [c["title"] for c in first["conversations"] + rest["conversations"]] == ["c2", "c1", "c0"]
+    assert rest["next_cursor"] is None
+
+
+def test_a_bad_cursor_is_400_invalid_cursor(session):
+    client, _ref = session
+    response = get(client, "conversation_list", cursor="garbage")
+    assert response.status_code == 400 and response.json() == {"error": "invalid_cursor"}
+
+
+def test_invalid_input_is_400_with_the_field(session, chat):
+    client, _ref = session
+    response = post(client, "conversation_rename", chat.pk, title="  ")
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid" and "title" in response.json()["fields"]
+
+
+def test_send_without_a_model_is_503_endpoint_not_configured(session, chat):
+    client, _ref = session
+    response = post(client, "turn_start", chat.pk, text="hello")
+    assert response.status_code == 503 and response.json() == {"error": "endpoint_not_configured"}
+
+
+def test_a_second_send_while_a_turn_runs_is_409_busy(session, chat, endpoint):
+    client, _ref = session
+    first = post(client, "turn_start", chat.pk, text="hello")
+    assert first.status_code == 200 and first.json()["turn"]["status"] == "queued"
+    second = post(client, "turn_start", chat.pk, text="again")
+    assert second.status_code == 409 and second.json() == {"error": "busy"}
+
+
+def test_more_turns_than_allowed_at_once_is_429_too_many_turns(session, ref, endpoint):
+    client, _ref = session
+    chats = [create_conversation(ref, {}, impersonated=False) for _ in range(4)]
+    codes = [post(client, "turn_start", c.pk, text="hello").status_code for c in chats]
+    assert codes == [200, 200, 200, 429]
+    assert post(client, "turn_start", chats[3].pk, text="hello").json() == {"error": "too_many_turns"}
+
+
+def test_the_detail_shows_the_live_turn(session, chat, endpoint):
+    client, _ref = session
+    turn_id = post(client, "turn_start", chat.pk, text="hello").json()["turn"]["id"]
+    detail = get(client, "conversation_detail", chat.pk).json()
+    assert detail["conversation"]["id"] == str(chat.pk) and detail["turn"] == {"id": turn_id, "status": "queued"}
+
+
+def test_rename_archive_delete_then_the_chat_is_gone(session, chat):
+    client, _ref = session
+    assert post(client, "conversation_rename", chat.pk, title="Renamed").json()["conversation"]["title"] == "Renamed"
+    assert post(client, "conversation_archive", chat.pk).json()["conversation"]["status"] == "archived"
+    assert get(client, "conversation_list").json()["conversations"] == []
+    assert post(client, "conversation_delete", chat.pk).json() == {"deleted": str(chat.pk)}
+    assert get(client, "conversation_detail", chat.pk).status_code == 404
+
+
+def test_reads_are_get_only_and_writes_post_only(session, chat):
+    client, _ref = session
+    assert client.post(reverse("agent:message_list", args=[chat.pk])).status_code == 405
+    assert client.get(reverse("agent:conversation_delete", args=[chat.pk])).status_code == 405
+    chat.refresh_from_db()
+    assert chat.status == Conversation.Status.ACTIVE
+
+
+def test_writes_need_the_csrf_token(user):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    refused = client.post(reverse("agent:conversation_create"), {}, content_type="application/json")
+    assert refused.status_code == 403 and not Conversation.objects.exists()
+    client.get(reverse("agent:chat"))  # the page sets the CSRF cookie
+    token = client.cookies[settings.CSRF_COOKIE_NAME].value
+    accepted = client.post(reverse("agent:conversation_create"), {}, content_type="application/json",
+                           HTTP_X_CSRFTOKEN=token)
+    assert accepted.status_code == 200 and Conversation.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cards_confirm_once_and_refuse_others(ref, session, endpoint, model_server, make_user):
+    client, _ref = session
+    chat = create_conversation(ref, {}, impersonated=False)
+    model_server.push(tool_calls(("notes_create", {"title": "Buy milk"})))
+    run_turn(str(turns.start(ref, chat.pk, "note: buy milk", impersonated=False).pk))
+    messages = get(client, "message_list", chat.pk, latest="1").json()["messages"]
+    (card,) = [m["confirmation"] for m in messages if m["confirmation"]]
+    assert card["status"] == "waiting" and card["preview"]["title"] == "Buy milk"
+
+    stranger, _ = login(make_user("notes.add_note"))
+    assert post(stranger, "confirmation_confirm", card["id"]).json() == {"error": "not_found"}
+    done = post(client, "confirmation_confirm", card["id"])
+    assert done.status_code == 200 and done.json()["confirmation"] == {"id": card["id"], "status": "done"}
+    again = post(client, "confirmation_cancel", card["id"])
+    assert again.status_code == 409 and again.json() == {"error": "not_waiting"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_messages_carry_the_answer_html_and_the_notice_text_in_the_users_language(ref, session, user, endpoint,
+                                                                                 model_server):
+    client, _ref = session
+    UserSettings.objects.create(user=user, language="en")
+    chat = create_conversation(ref, {}, impersonated=False)
+    model_server.push(tool_calls(("notes_create", {"title": "Buy milk"})))
+    run_turn(str(turns.start(ref, chat.pk, "note: buy milk", impersonated=False).pk))
+    messages = get(client, "message_list", chat.pk, latest="1").json()["messages"]
+    card_id = next(m["confirmation"]["id"] for m in messages if m["confirmation"])
+    post(client, "confirmation_cancel", card_id)
+    url = reverse("agent:message_list", args=[chat.pk])
+    last = client.get(url, {"after": messages[-1]["id"]}, headers={"accept-language": "ru"}).json()["messages"]
+    (notice,) = last
+    assert notice["notice_code"] == "confirmation_cancelled"
+    assert notice["confirmation"] == {"id": card_id, "status": "cancelled"}
+    assert notice["notice_text"] == "Cancelled: notes_create."
+    assert all("tool_result" not in m or m["tool_result"] is None for m in messages)
