@@ -30,27 +30,32 @@ def check_agent_settings(app_configs: Any = None, **kwargs: Any) -> list[Error]:
         errors.append(Error(f"Unknown key AGENT[{key!r}].", hint="Check its spelling.", id="agent.E002"))
     for name in _POSITIVE_INTS:
         value = getattr(agent_settings, name)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        if not _is_positive_int(value):
             errors.append(Error(f"AGENT[{name!r}] must be a positive integer, not {value!r}.", id="agent.E003"))
     for name in _NON_NEGATIVE:
         value = getattr(agent_settings, name)
         if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
             errors.append(Error(f"AGENT[{name!r}] must be a number ≥ 0, not {value!r}.", id="agent.E004"))
-    if agent_settings.LOCK_RENEW_S >= agent_settings.LOCK_LEASE_S:
+    renew, lease = agent_settings.LOCK_RENEW_S, agent_settings.LOCK_LEASE_S
+    if _is_positive_int(renew) and _is_positive_int(lease) and renew >= lease:  # else E003 said it already
         errors.append(Error("AGENT['LOCK_RENEW_S'] must be shorter than AGENT['LOCK_LEASE_S'].", id="agent.E005"))
     for name in ["IMPERSONATION_DETECTOR", "SCOPE_CHECKS", "USAGE_SINKS"]:
         for path in _as_list(getattr(agent_settings, name)):
             try:
                 import_string(path)
-            except ImportError:
+            except (ImportError, AttributeError):  # AttributeError: not a string at all
                 errors.append(Error(f"AGENT[{name!r}] names {path!r}, which cannot be imported.", id="agent.E006"))
     modules = agent_settings.SESSION_WRITE_MODULES
     if not isinstance(modules, (list, tuple)) or not all(isinstance(m, str) for m in modules):
         errors.append(Error("AGENT['SESSION_WRITE_MODULES'] must be a list of module names.", id="agent.E007"))
     retention = agent_settings.RETENTION_DAYS
-    if retention is not None and (not isinstance(retention, int) or retention < 1):
+    if retention is not None and not _is_positive_int(retention):
         errors.append(Error("AGENT['RETENTION_DAYS'] must be None or a positive integer.", id="agent.E008"))
     return errors
+
+
+def _is_positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def _as_list(value: Any) -> list[str]:

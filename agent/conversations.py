@@ -105,7 +105,7 @@ def decode_conversation_cursor(cursor: Any) -> tuple[datetime, uuid.UUID]:
         at_text, pk_text = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
         at = datetime.fromisoformat(at_text)
         pk = uuid.UUID(pk_text)
-    except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
+    except (ValueError, TypeError, AttributeError, binascii.Error, UnicodeDecodeError):
         raise InvalidCursor() from None
     if at.tzinfo is None:
         raise InvalidCursor()

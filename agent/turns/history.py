@@ -12,7 +12,7 @@ from typing import Any, Iterable, Iterator, Sequence
 from django.db.models import Q
 from django.utils.translation import gettext as _
 
-from ..models import Message
+from ..models import Confirmation, Message
 
 PAGE = 200
 
@@ -106,7 +106,7 @@ def _entry(message: Message, attachments: dict[Any, list[Any]], decided: set[Any
         if not message.confirmation_id or outcome == message.notice_code:
             return None
         decided.add(message.confirmation_id)
-        phrase = confirmation_phrase((message.notice_params or {}).get("tool") or message.tool_name, outcome)
+        phrase = confirmation_phrase(_card_tool(message), outcome)
         return {"role": "user", "content": phrase} if phrase else None
     if message.role == Message.Role.TOOL and _is_card(message):
         if message.confirmation_id in decided:
@@ -114,6 +114,17 @@ def _entry(message: Message, attachments: dict[Any, list[Any]], decided: set[Any
         phrase = confirmation_phrase(message.tool_name, "waiting")
         return {"role": "user", "content": phrase} if phrase else None
     return None
+
+
+def _card_tool(notice: Message) -> str:
+    """The card's ``tool_name`` (SPEC §4); the notice's own copy spares a query when the card is not loaded."""
+    if Message.confirmation.is_cached(notice):
+        card = notice.confirmation
+        return card.tool_name if card is not None else ""
+    tool = (notice.notice_params or {}).get("tool")
+    if isinstance(tool, str) and tool:
+        return tool
+    return Confirmation.objects.filter(pk=notice.confirmation_id).values_list("tool_name", flat=True).first() or ""
 
 
 def _is_card(message: Message) -> bool:
@@ -126,9 +137,9 @@ def _newest_first(conversation_id: Any, before_seq: int | None) -> Iterator[Mess
         | Q(role=Message.Role.TOOL, tool_outcome=Message.ToolOutcome.NEEDS_CONFIRMATION, confirmation__isnull=False)
         | Q(role=Message.Role.NOTICE, notice_code__startswith="confirmation_", confirmation__isnull=False)
     )
-    qs = Message.objects.filter(relevant, conversation_id=conversation_id).only(
+    qs = Message.objects.filter(relevant, conversation_id=conversation_id).select_related("confirmation").only(
         "id", "seq", "role", "content", "tool_calls", "tool_name", "tool_outcome", "notice_code",
-        "notice_params", "confirmation_id",
+        "notice_params", "confirmation", "confirmation__tool_name",
     )
     upper = before_seq
     while True:

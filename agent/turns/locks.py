@@ -72,6 +72,19 @@ def renew(turn: Turn) -> bool:
     return renewed == len(names)
 
 
+def reclaim(turn: Turn) -> bool:
+    """Extend the leases of a turn that waited in the broker, even run out, unless taken over.
+
+    Nothing renews a queued turn's lease; a row still naming it as holder was
+    taken by no one, so extending it is safe. False when one was taken.
+    """
+    names = turn_locks(turn)
+    renewed = Lock.objects.filter(name__in=names, holder=turn.pk).update(
+        expires_at=timezone.now() + timedelta(seconds=agent_settings.LOCK_LEASE_S)
+    )
+    return renewed == len(names)
+
+
 def release(turn: Turn) -> None:
     """Delete only the rows this turn still holds."""
     release_names(turn_locks(turn), turn.pk)

@@ -77,7 +77,7 @@ def _requeue_stale(now: Any) -> None:
         status=Status.QUEUED, created_at__lt=now - timedelta(seconds=agent_settings.QUEUED_REQUEUE_S)
     )
     for turn in stale:
-        if turn.deadline_at <= now or not locks.renew(turn):
+        if turn.deadline_at <= now or not locks.reclaim(turn):
             end_turn(turn, Status.INTERRUPTED, reason="never_ran")
         else:
             queue_turn(turn)

@@ -21,9 +21,8 @@ def system_prompt(user: Any, site_instructions: str, user_instructions: str) -> 
     if site_instructions.strip():
         parts.append(_("The site's instructions:") + "\n" + site_instructions.strip())
     if user_instructions.strip():
-        parts.append(
-            _("The user's own instructions:") + "\n" + user_instructions.strip()[: agent_settings.MAX_INSTRUCTIONS_CHARS]
-        )
+        own = user_instructions.strip()[: agent_settings.MAX_INSTRUCTIONS_CHARS]
+        parts.append(_("The user's own instructions:") + "\n" + own)
     parts += [
         _(
             "Use the tools you are given to look things up; use only what they return, and say so when they "

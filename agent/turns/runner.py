@@ -80,9 +80,14 @@ def claim(turn_id: Any) -> Turn | None:
         pk = uuid.UUID(str(turn_id))
     except ValueError:
         return None
-    if not Turn.objects.filter(pk=pk, status=Status.QUEUED).update(status=Status.RUNNING, started_at=timezone.now()):
-        return None
-    turn = Turn.objects.select_related("endpoint", "conversation", "user").get(pk=pk)
+    with transaction.atomic():  # the sweep sees the turn queued, or running with its leases back
+        claimed = Turn.objects.filter(pk=pk, status=Status.QUEUED).update(
+            status=Status.RUNNING, started_at=timezone.now()
+        )
+        if not claimed:
+            return None
+        turn = Turn.objects.select_related("endpoint", "conversation", "user").get(pk=pk)
+        locks.reclaim(turn)  # a lease that ran out while queued; a takeover shows at the first check
     from .. import events
 
     events.turn_changed(turn.conversation_id, turn.pk, Status.RUNNING)
@@ -104,12 +109,9 @@ class TurnRunner:
     # -- the turn ----------------------------------------------------------------
 
     def run(self) -> End:
+        """The user's message first (SPEC §3.1), then the rounds, each after its re-check."""
         self.checkpoint(locks_too=True)
-        scope = self.recheck()
-        confirmations.settle_lapsed(self.turn.conversation_id)
-        site = AgentSettings.current()
-        own = scope.user_settings
-        self.system = system_prompt(scope.user, site.system_prompt, own.instructions if own else "")
+        confirmations.settle_lapsed(self.turn.conversation_id)  # before the chat is read (SPEC §4)
         limit = agent_settings.HISTORY_CHARS
         current = {"role": "user", "content": history.user_content(self.turn.text, [], limit)}
         self.history = history.load(self.turn.conversation_id, current, limit)
@@ -119,7 +121,11 @@ class TurnRunner:
         for number in range(1, rounds + 1):
             if number > 1:
                 self.checkpoint(locks_too=True)
-                scope = self.recheck()
+            scope = self.recheck()
+            if number == 1:
+                own = scope.user_settings
+                site_prompt = AgentSettings.current().system_prompt
+                self.system = system_prompt(scope.user, site_prompt, own.instructions if own else "")
             if not self.round(scope, number, last=number == rounds):
                 return End(Status.FINISHED)
         self._notice("max_rounds")
@@ -131,7 +137,7 @@ class TurnRunner:
         answer_id = uuid.uuid4()
         try:
             with usage.stored_by_caller(answer_id):
-                    completion = complete(
+                completion = complete(
                     self.turn.endpoint, self.request_messages(number),
                     tools=[t.definition() for t in shown] or None, user=scope.user, source="agent",
                     task="agent.chat", admission=self.turn.admission or None,
@@ -261,7 +267,8 @@ class TurnRunner:
 
     # -- storing -------------------------------------------------------------------
 
-    def _store_answer(self, answer_id: uuid.UUID, content: str, calls: list[ToolCall], completion: Completion) -> Message:
+    def _store_answer(self, answer_id: uuid.UUID, content: str, calls: list[ToolCall],
+                      completion: Completion) -> Message:
         tool_calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls]
         message = self._store(
             id=answer_id, role=Message.Role.ASSISTANT, content=content, tool_calls=tool_calls or None,

@@ -1,0 +1,64 @@
+"""Races on PostgreSQL, for real: threads with their own connections (SPEC §2)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+import pytest
+from django.db import connection
+
+from agent import conversations
+from agent.access import SessionRef
+from agent.errors import NotFound
+from agent.models import Conversation, Message
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def at_once(*calls: Callable[[], Any]) -> list[tuple[str, Any]]:
+    """Run the calls in threads released together; each outcome is ("ok", value) or ("error", exc)."""
+    barrier = threading.Barrier(len(calls))
+    outcomes: list[tuple[str, Any]] = [("error", None)] * len(calls)
+
+    def run(i: int, call: Callable[[], Any]) -> None:
+        try:
+            connection.ensure_connection()
+            barrier.wait(timeout=10)
+            outcomes[i] = ("ok", call())
+        except Exception as exc:  # the outcome is what the test looks at
+            outcomes[i] = ("error", exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(i, c)) for i, c in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=20)
+    assert not any(t.is_alive() for t in threads), "a racing call hung"
+    return outcomes
+
+
+def test_archive_and_delete_at_once_never_leave_the_chat_alive(ref: SessionRef) -> None:
+    for _ in range(20):
+        chat = conversations.create_conversation(ref, {}, impersonated=False)
+        archived, deleted = at_once(
+            lambda pk=chat.pk: conversations.archive_conversation(ref, pk, impersonated=False),
+            lambda pk=chat.pk: conversations.delete_conversation(ref, pk, impersonated=False),
+        )
+        assert deleted[0] == "ok", deleted
+        assert archived[0] == "ok" or isinstance(archived[1], NotFound), archived
+        assert Conversation.objects.get(pk=chat.pk).status == Conversation.Status.DELETED
+
+
+def test_messages_added_at_once_get_distinct_seqs_and_are_all_counted(ref: SessionRef) -> None:
+    chat = conversations.create_conversation(ref, {}, impersonated=False)
+
+    def write(prefix: str) -> None:
+        for i in range(5):
+            conversations.add_message(ref, chat.pk, {"content": f"{prefix}{i}"}, impersonated=False)
+
+    assert [o[0] for o in at_once(lambda: write("a"), lambda: write("b"))] == ["ok", "ok"]
+    assert sorted(Message.objects.filter(conversation=chat).values_list("seq", flat=True)) == list(range(1, 11))
+    assert Conversation.objects.get(pk=chat.pk).message_count == 10

@@ -1,0 +1,18 @@
+"""Someone else's chat, for the events tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agent.conversations import append_message
+from agent.models import Conversation, Message
+from tests.factories import ConversationFactory
+
+
+@pytest.fixture
+def others_chat(db: Any) -> Conversation:
+    row = ConversationFactory()
+    append_message(row.pk, role=Message.Role.USER, content="someone else's words")
+    return Conversation.objects.get(pk=row.pk)

@@ -1,0 +1,94 @@
+"""Helpers for the turn loop: chats, tools declared by a test, settings overrides, waiting."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Iterator
+
+import pytest
+from django.conf import settings
+from django.test import override_settings
+from django.utils import translation
+
+from agent.access import SessionRef
+from agent.conversations import create_conversation
+from agent.models import Conversation, Message, Turn
+from agent.tools import agent_tool, registry
+
+
+def agent_conf(**changes: Any) -> override_settings:
+    """``override_settings`` for some keys of ``AGENT``, keeping the test settings' others."""
+    return override_settings(AGENT={**settings.AGENT, **changes})
+
+
+def messages_of(chat: Any) -> list[Message]:
+    """The chat's full rows, oldest first (what the runner stored, not what a client sees)."""
+    return list(Message.objects.filter(conversation_id=getattr(chat, "pk", chat)).order_by("seq"))
+
+
+def tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``tool`` entries of one request body the model received."""
+    return [m for m in request["messages"] if m.get("role") == "tool"]
+
+
+def tool_names(request: dict[str, Any]) -> list[str]:
+    """The names of the tools a request showed the model."""
+    return [t["function"]["name"] for t in request.get("tools") or []]
+
+
+def wait_until(condition: Callable[[], Any], timeout: float = 10, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def wait_ended(turn: Turn, timeout: float = 15) -> Turn:
+    """The turn's row once it is no longer queued or running."""
+    wait_until(
+        lambda: Turn.objects.filter(pk=turn.pk).exclude(status__in=Turn.LIVE).exists(), timeout, "the turn to end"
+    )
+    return Turn.objects.get(pk=turn.pk)
+
+
+@pytest.fixture(autouse=True)
+def _english() -> Iterator[None]:
+    """Each test starts in English: a request of an earlier test may leave its language active."""
+    with translation.override("en"):
+        yield
+
+
+@pytest.fixture
+def chat(ref: SessionRef) -> Conversation:
+    return create_conversation(ref, {}, impersonated=False)
+
+
+@pytest.fixture
+def declare() -> Iterator[Callable[..., Any]]:
+    """Declare a tool for one test; it is unregistered afterwards."""
+    names: list[str] = []
+
+    def make(name: str, func: Callable[..., Any], **options: Any) -> Callable[..., Any]:
+        options.setdefault("description", f"test tool {name}")
+        agent_tool(name=name, **options)(func)
+        names.append(name)
+        return func
+
+    yield make
+    for name in names:
+        registry.unregister(name)
+
+
+@pytest.fixture
+def counter(declare: Callable[..., Any]) -> list[dict[str, Any]]:
+    """A read tool ``count_me`` (no permission needed) that records each run."""
+    runs: list[dict[str, Any]] = []
+
+    def count_me(ctx: Any, **args: Any) -> dict[str, Any]:
+        runs.append(args)
+        return {"count": len(runs)}
+
+    declare("count_me", count_me, parameters={"type": "object", "properties": {"n": {"type": "integer"}}})
+    return runs
