@@ -81,3 +81,12 @@ def _empty_test_queue() -> None:
 
     with app.connection_for_write() as conn:
         conn.default_channel.queue_purge(app.conf.task_default_queue)
+
+
+@pytest.fixture(autouse=True)
+def _english() -> Any:
+    """Each test starts in English, whatever an earlier one activated in this thread."""
+    from django.utils import translation
+
+    with translation.override("en"):
+        yield

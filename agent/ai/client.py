@@ -19,12 +19,14 @@ logger = logging.getLogger(__name__)
 class AIError(Exception):
     """A model call that did not give an answer; ``code`` is one of SPEC §7."""
 
-    def __init__(self, code: str, status: int | None = None, *, request_id: Any = None, limit: str | None = None):
+    def __init__(self, code: str, status: int | None = None, *, request_id: Any = None, limit: str | None = None,
+                 refused: bool = False):
         super().__init__(code)
         self.code = code
         self.status = status
         self.request_id = request_id
         self.limit = limit
+        self.refused = refused
 
     def params(self) -> dict[str, Any]:
         params: dict[str, Any] = {"code": self.code}
@@ -129,7 +131,8 @@ def complete(
             guard.check(user)
         except guard.BudgetExceeded as refusal:
             row = AIRequest.objects.create(**journal, status=AIRequest.Status.REFUSED, error_code="budget_exceeded")
-            raise AIError("budget_exceeded", request_id=row.pk, limit=refusal.params.get("limit")) from None
+            raise AIError("budget_exceeded", request_id=row.pk, limit=refusal.params.get("limit"),
+                          refused=True) from None
     body: dict[str, Any] = {"messages": messages}
     if tools:
         body["tools"] = tools

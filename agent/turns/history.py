@@ -66,11 +66,14 @@ def user_content(text: str, attachments: Sequence[Any], limit: int) -> str:
         body = getattr(attachment, "text", "") or ""
         shown = body[:share]
         parts.append(_("[file: %(name)s]") % {"name": name} + "\n" + shown)
-        if len(shown) < len(body) or not getattr(attachment, "text_complete", True):
+        if len(shown) < len(body):
             parts.append(
                 _("[only part of %(name)s is shown: %(left)d characters were left out]")
                 % {"name": name, "left": len(body) - len(shown)}
             )
+        elif not getattr(attachment, "text_complete", True):
+            parts.append(_("[only part of %(name)s is shown: the file holds more than its extracted text]")
+                         % {"name": name})
     return "\n\n".join(parts)
 
 

@@ -146,7 +146,8 @@ class TurnRunner:
                 )
         except AIError as error:
             self.checkpoint()
-            self._notice(notices.MODEL_FAILED, error.params(), ai_request_id=error.request_id)
+            journal_row = None if error.refused else error.request_id  # a refused call reached no sink
+            self._notice(notices.MODEL_FAILED, error.params(), ai_request_id=journal_row)
             raise TurnEnded(End(Status.FAILED, "model_failed")) from None
         self.checkpoint()
         content = self.cut_marker(completion.content, scope)
@@ -157,7 +158,9 @@ class TurnRunner:
         answer = self._store_answer(answer_id, content, calls, completion)
         if not calls:
             return False
-        return not self.run_calls(scope, calls, shown, answer, number)
+        scope = self.recheck()  # rights lost during the model call: no tool step starts with the old ones
+        still_shown = {t.name for t in visible_for(scope, allow="all")}
+        return not self.run_calls(scope, calls, [t for t in shown if t.name in still_shown], answer, number)
 
     def run_calls(self, scope: Scope, calls: list[ToolCall], shown: list[Any], answer: Message, number: int) -> bool:
         """Run the answer's tool calls in order; True when a write now waits (the turn ends)."""

@@ -7,7 +7,6 @@ from typing import Any, Callable, Iterator
 import pytest
 from django.conf import settings
 from django.test import override_settings
-from django.utils import translation
 
 from agent.access import SessionRef
 from agent.conversations import create_conversation
@@ -51,13 +50,6 @@ def wait_ended(turn: Turn, timeout: float = 15) -> Turn:
         lambda: Turn.objects.filter(pk=turn.pk).exclude(status__in=Turn.LIVE).exists(), timeout, "the turn to end"
     )
     return Turn.objects.get(pk=turn.pk)
-
-
-@pytest.fixture(autouse=True)
-def _english() -> Iterator[None]:
-    """Each test starts in English: a request of an earlier test may leave its language active."""
-    with translation.override("en"):
-        yield
 
 
 @pytest.fixture

@@ -174,6 +174,7 @@ def test_text_attachments_share_the_limit_and_a_cut_one_says_how_much_was_left_o
 def test_a_text_cut_by_extraction_says_so_even_within_its_share() -> None:
     content = user_content("see", [File("big.pdf", text="T" * 10, text_complete=False)], 100)
     assert "T" * 10 in content and "only part of big.pdf is shown" in content
+    assert "0 characters were left out" not in content
 
 
 def test_a_picture_is_a_line_that_names_it_and_takes_no_share() -> None:
