@@ -158,7 +158,7 @@ class TurnRunner:
         answer = self._store_answer(answer_id, content, calls, completion)
         if not calls:
             return False
-        scope = self.recheck()  # rights lost during the model call: no tool step starts with the old ones
+        scope = self.recheck(chat=False)  # rights lost during the model call: no tool step with the old ones
         still_shown = {t.name for t in visible_for(scope, allow="all")}
         return not self.run_calls(scope, calls, [t for t in shown if t.name in still_shown], answer, number)
 
@@ -255,11 +255,12 @@ class TurnRunner:
         if locks_too and (row["leases"] or 0) < len(locks.turn_locks(self.turn)):
             raise TurnEnded(End(Status.FAILED, "lock_lost"))
 
-    def recheck(self) -> Scope:
+    def recheck(self, *, chat: bool = True) -> Scope:
         """Round step a: the session, the chat and the module, afresh (the locks: ``checkpoint``)."""
         try:
             scope = authorize_session(self.ref, impersonated=False)
-            owned_conversation(scope, self.turn.conversation_id)
+            if chat:  # right after a stored message the chat is known to be there
+                owned_conversation(scope, self.turn.conversation_id)
         except NotFound:
             raise TurnEnded(End(Status.FAILED, "chat_gone")) from None
         except Forbidden:
