@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from django.utils import translation
 
-LOCALE = Path(__file__).resolve().parent.parent / "locale"
+LOCALE = Path(__file__).resolve().parent.parent / "agent" / "locale"
 ENTRY = re.compile(r'^(#,[^\n]*\n)?(?:#[^\n]*\n)*msgid ((?:"[^\n]*"\n)+)msgstr ((?:"[^\n]*"\n?)+)', re.M)
 
 
