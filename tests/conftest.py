@@ -1,14 +1,16 @@
 """Shared fixtures: users with live sessions, chats, and a scripted model server."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from agent.access import SessionRef
-from agent.models import AgentSettings, Endpoint
+from agent.access import Scope, SessionRef, authorize_session
+from agent.conversations import create_conversation
+from agent.models import AgentSettings, Conversation, Endpoint
+from agent.tools import agent_tool, registry
 
 from .factories import UserFactory
 from .model_server import ScriptedModelServer
@@ -54,6 +56,33 @@ def ref(session: tuple[Client, SessionRef]) -> SessionRef:
 
 
 @pytest.fixture
+def scope(ref: SessionRef) -> Scope:
+    return authorize_session(ref, impersonated=False)
+
+
+@pytest.fixture
+def chat(ref: SessionRef) -> Conversation:
+    """An empty chat of the signed-in ``user``, made through the chats API."""
+    return create_conversation(ref, {}, impersonated=False)
+
+
+@pytest.fixture
+def declare() -> Iterator[Callable[..., Any]]:
+    """``declare(func, name=..., ...)``: register a tool for this test only."""
+    names: list[str] = []
+
+    def register(func: Callable[..., Any], **declaration: Any) -> Any:
+        declaration.setdefault("description", "A tool of the tests.")
+        declared = agent_tool(**declaration)(func)
+        names.append(declaration["name"])  # only now: a refused declaration must not remove a site's tool
+        return declared
+
+    yield register
+    for name in names:
+        registry.unregister(name)
+
+
+@pytest.fixture
 def model_server() -> Any:
     server = ScriptedModelServer()
     server.start()
@@ -77,7 +106,7 @@ def endpoint(db: Any, model_server: ScriptedModelServer) -> Endpoint:
 @pytest.fixture(scope="session", autouse=True)
 def _empty_test_queue() -> None:
     """Turns queued by earlier runs must not reach this run's workers."""
-    from agent_project.celery import app
+    from tests.celery_app import app
 
     with app.connection_for_write() as conn:
         conn.default_channel.queue_purge(app.conf.task_default_queue)

@@ -1,6 +1,6 @@
-"""The site's real ASGI app with its static files served, for the browser tests' daphne."""
+"""The test site's ASGI app with its static files served, for the browser tests' daphne."""
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 
-from agent_project.asgi import application as site
+from tests.asgi import application as site
 
 application = ASGIStaticFilesHandler(site)

@@ -1,6 +1,6 @@
 """The chat page in headless Chromium, against the real stack.
 
-daphne serves ``agent_project.asgi`` in a subprocess on the test database, a
+daphne serves ``tests.asgi`` in a subprocess on the test database, a
 Celery worker runs turns in this process (threads pool, this run's queue),
 and the scripted model server answers. Everything is module-scoped except the
 browser context, so a test costs about a turn, not a start-up.
@@ -84,7 +84,7 @@ def asgi_server(django_db_setup: Any) -> Iterator[AsgiServer]:
 def turn_worker(django_db_setup: Any) -> Iterator[Any]:
     from celery.contrib.testing.worker import start_worker
 
-    from agent_project.celery import app
+    from tests.celery_app import app
 
     with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False,
                       queues=[settings.CELERY_TASK_DEFAULT_QUEUE], loglevel="WARNING") as worker:

@@ -8,13 +8,6 @@ import pytest
 from agent.access import authorize_session
 from agent.models import Confirmation, Conversation
 from agent.tools import execute_as
-from tests.factories import ConversationFactory
-from tests.tools.conftest import declare  # noqa: F401  (tests declare their own tools here too)
-
-
-@pytest.fixture
-def chat(user: Any) -> Conversation:
-    return ConversationFactory(user=user)
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from agent.errors import Expired, Forbidden, Impersonated, NotFound, NotWaiting,
 from agent.events import topic
 from agent.models import Confirmation, Message, UserSettings
 from agent.tools import registry
-from agent_project.notes.models import Note
+from tests.notes.models import Note
 from tests.conftest import login
 from tests.events.layer import Listener
 from tests.factories import ConversationFactory

@@ -12,7 +12,7 @@ from agent.conversations import create_conversation, get_conversation
 from agent.errors import NotWaiting
 from agent.models import Confirmation, Message
 from agent.tasks import run_turn
-from agent_project.notes.models import Note
+from tests.notes.models import Note
 from tests.model_server import tool_calls
 
 pytestmark = pytest.mark.django_db(transaction=True)

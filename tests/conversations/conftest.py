@@ -6,15 +6,9 @@ from typing import Any
 
 import pytest
 
-from agent.access import SessionRef
-from agent.conversations import append_message, create_conversation
+from agent.conversations import append_message
 from agent.models import Conversation, Message
 from tests.factories import ConversationFactory
-
-
-@pytest.fixture
-def chat(ref: SessionRef) -> Conversation:
-    return create_conversation(ref, {}, impersonated=False)
 
 
 @pytest.fixture

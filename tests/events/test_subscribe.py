@@ -14,11 +14,6 @@ from tests.events.layer import Listener
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def chat(ref: SessionRef) -> Conversation:
-    return conversations.create_conversation(ref, {}, impersonated=False)
-
-
 def test_topic_is_the_chat_group_name(chat: Conversation) -> None:
     assert conversations.topic(chat.pk) == f"agent.conv.{chat.pk}"
 

@@ -1,6 +1,6 @@
 """The chat page's websocket (SPEC §10) through the site's real ASGI stack and Redis layer.
 
-The socket is opened against ``agent_project.asgi.application`` (origin
+The socket is opened against ``tests.asgi.application`` (origin
 validator, session and auth middleware) with a real session cookie.
 """
 
@@ -20,7 +20,7 @@ from django.test import Client
 from agent import conversations
 from agent.access import SessionRef
 from agent.models import AgentSettings, Conversation, Message, UserSettings
-from agent_project.asgi import application
+from tests.asgi import application
 from tests.conftest import login
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(30)]

@@ -14,7 +14,7 @@ from django.utils import timezone
 from agent.access import authorize_session
 from agent.models import Confirmation
 from agent.tools import execute_as, visible_for
-from agent_project.notes.models import Note
+from tests.notes.models import Note
 from tests.factories import ConversationFactory
 
 CALLS: list[dict[str, Any]] = []
@@ -34,11 +34,6 @@ def _calls() -> Any:
     CALLS.clear()
     yield
     CALLS.clear()
-
-
-@pytest.fixture
-def chat(user: Any) -> Any:
-    return ConversationFactory(user=user)
 
 
 def names(tools: list[Any]) -> set[str]:

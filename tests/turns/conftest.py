@@ -2,16 +2,13 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from agent.access import SessionRef
-from agent.conversations import create_conversation
-from agent.models import Conversation, Message, Turn
-from agent.tools import agent_tool, registry
+from agent.models import Message, Turn
 
 
 def agent_conf(**changes: Any) -> override_settings:
@@ -53,27 +50,6 @@ def wait_ended(turn: Turn, timeout: float = 15) -> Turn:
 
 
 @pytest.fixture
-def chat(ref: SessionRef) -> Conversation:
-    return create_conversation(ref, {}, impersonated=False)
-
-
-@pytest.fixture
-def declare() -> Iterator[Callable[..., Any]]:
-    """Declare a tool for one test; it is unregistered afterwards."""
-    names: list[str] = []
-
-    def make(name: str, func: Callable[..., Any], **options: Any) -> Callable[..., Any]:
-        options.setdefault("description", f"test tool {name}")
-        agent_tool(name=name, **options)(func)
-        names.append(name)
-        return func
-
-    yield make
-    for name in names:
-        registry.unregister(name)
-
-
-@pytest.fixture
 def counter(declare: Callable[..., Any]) -> list[dict[str, Any]]:
     """A read tool ``count_me`` (no permission needed) that records each run."""
     runs: list[dict[str, Any]] = []
@@ -82,5 +58,5 @@ def counter(declare: Callable[..., Any]) -> list[dict[str, Any]]:
         runs.append(args)
         return {"count": len(runs)}
 
-    declare("count_me", count_me, parameters={"type": "object", "properties": {"n": {"type": "integer"}}})
+    declare(count_me, name="count_me", parameters={"type": "object", "properties": {"n": {"type": "integer"}}})
     return runs

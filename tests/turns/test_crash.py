@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def worker_process(django_db_setup: Any) -> Iterator[subprocess.Popen[bytes]]:
-    """``celery -A agent_project worker`` in its own process, on the test database and this run's queue."""
+    """``celery -A tests.celery_app worker`` in its own process, on the test database and this run's queue."""
     db = connection.settings_dict
     env = {
         **os.environ,
@@ -35,12 +35,12 @@ def worker_process(django_db_setup: Any) -> Iterator[subprocess.Popen[bytes]]:
         "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
         "AGENT_TEST_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE,
     }
-    from agent_project.celery import app
+    from tests.celery_app import app
 
     with app.connection_for_write() as conn:
         conn.default_channel.queue_purge(settings.CELERY_TASK_DEFAULT_QUEUE)
     process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "agent_project", "worker", "-P", "solo", "-c", "1",
+        [sys.executable, "-m", "celery", "-A", "tests.celery_app", "worker", "-P", "solo", "-c", "1",
          "-Q", settings.CELERY_TASK_DEFAULT_QUEUE, "--without-gossip", "--without-mingle", "--without-heartbeat",
          "-l", "WARNING"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

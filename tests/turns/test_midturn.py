@@ -32,8 +32,8 @@ def run_with_tool(ref: SessionRef, chat: Any, model_server: ScriptedModelServer,
                   act: Callable[[Any], Any], *, calls: int = 1) -> tuple[Turn, list[int]]:
     """A turn whose model calls ``act`` (then ``after`` ``calls - 1`` times), then would answer."""
     after: list[int] = []
-    declare("act", lambda ctx: act(ctx) or "acted")
-    declare("after", lambda ctx: after.append(1) or "after")
+    declare(lambda ctx: act(ctx) or "acted", name="act")
+    declare(lambda ctx: after.append(1) or "after", name="after")
     model_server.push(tool_calls(("act", {}), *[("after", {})] * (calls - 1)), answer("never stored"))
     turn = turns.start(ref, chat.pk, "hello", impersonated=False)
     run_turn(str(turn.pk))
@@ -165,7 +165,7 @@ def test_a_message_the_database_refuses_ends_the_turn_as_store_failed(
     ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer, declare: Any,
     caplog: pytest.LogCaptureFixture
 ) -> None:
-    declare("nul", lambda ctx: {"text": "SECRET-PART\u0000rest"})  # PostgreSQL's jsonb takes no NUL
+    declare(lambda ctx: {"text": "SECRET-PART\u0000rest"}, name="nul")  # PostgreSQL's jsonb takes no NUL
     model_server.push(tool_calls(("nul", {})), answer("never"))
     turn = turns.start(ref, chat.pk, "hello", impersonated=False)
     run_turn(str(turn.pk))

@@ -10,7 +10,7 @@ from django.contrib.auth.models import Permission
 from agent import turns
 from agent.models import AgentSettings, Message
 from agent.tasks import run_turn
-from agent_project.notes.models import Note
+from tests.notes.models import Note
 from tests.model_server import answer, tool_calls
 
 from .conftest import messages_of

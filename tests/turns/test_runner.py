@@ -123,7 +123,7 @@ def test_tools_are_listed_anew_each_round_and_only_this_rounds_reach_the_executo
         ctx.user.user_permissions.remove(Permission.objects.get(codename="view_note"))
         return {"status": "done"}
 
-    declare("revoke_view", revoke)
+    declare(revoke, name="revoke_view")
     model_server.push(
         tool_calls(("revoke_view", {})),
         tool_calls(("notes_search", {"query": "milk"})),
@@ -140,7 +140,7 @@ def test_tools_are_listed_anew_each_round_and_only_this_rounds_reach_the_executo
 def test_a_tool_not_shown_never_runs(ref: SessionRef, chat: Any, endpoint: Any,
                                      model_server: ScriptedModelServer, declare: Any) -> None:
     runs: list[int] = []
-    declare("staff_only", lambda ctx: runs.append(1), permission="agent.manage_agent")
+    declare(lambda ctx: runs.append(1), name="staff_only", permission="agent.manage_agent")
     model_server.push(tool_calls(("staff_only", {}), ("no_such_tool", {})), answer("ok"))
     run(ref, chat)
     assert "staff_only" not in tool_names(model_server.requests[0])
@@ -174,7 +174,7 @@ def test_a_tool_that_raises_is_an_error_result_with_its_class_name_only(
     def broken(ctx: Any) -> None:
         raise LookupError("SECRET-IN-THE-EXCEPTION")
 
-    declare("broken", broken)
+    declare(broken, name="broken")
     model_server.push(tool_calls(("broken", {})), answer("sorry"))
     turn = run(ref, chat)
     stored = next(m for m in messages_of(chat) if m.role == "tool")
@@ -199,7 +199,7 @@ def test_invalid_arguments_go_back_to_the_model_to_correct(ref: SessionRef, chat
 
 def test_a_result_over_tool_result_chars_is_cut_and_flagged(ref: SessionRef, chat: Any, endpoint: Any,
                                                              model_server: ScriptedModelServer, declare: Any) -> None:
-    declare("big", lambda ctx: {"text": "x" * 500})
+    declare(lambda ctx: {"text": "x" * 500}, name="big")
     model_server.push(tool_calls(("big", {})), answer("ok"))
     with agent_conf(TOOL_RESULT_CHARS=100):
         run(ref, chat)
@@ -211,7 +211,7 @@ def test_a_result_over_tool_result_chars_is_cut_and_flagged(ref: SessionRef, cha
 
 def test_a_result_within_tool_result_chars_is_kept_whole(ref: SessionRef, chat: Any, endpoint: Any,
                                                           model_server: ScriptedModelServer, declare: Any) -> None:
-    declare("small", lambda ctx: {"text": "x" * 10})
+    declare(lambda ctx: {"text": "x" * 10}, name="small")
     model_server.push(tool_calls(("small", {})), answer("ok"))
     with agent_conf(TOOL_RESULT_CHARS=100):
         run(ref, chat)
@@ -223,7 +223,7 @@ def test_older_results_beyond_ten_times_tool_result_chars_are_sent_as_a_stub(
     ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer, declare: Any
 ) -> None:
     # given: results of 100 characters each (cut), a budget of 1,000
-    declare("big", lambda ctx, n=0: "y" * 300, parameters={"type": "object", "properties": {"n": {"type": "integer"}}})
+    declare(lambda ctx, n=0: "y" * 300, name="big", parameters={"type": "object", "properties": {"n": {"type": "integer"}}})
     model_server.push(
         tool_calls(*[("big", {"n": i}, f"r1_{i}") for i in range(10)]),  # round 1: 1,000 characters
         tool_calls(("big", {"n": 10}, "r2_0")),  # round 2: 100 more
@@ -385,7 +385,7 @@ def test_a_write_like_a_card_that_still_waits_is_denied(ref: SessionRef, chat: A
 def test_a_client_sees_no_result_or_arguments_of_the_turns_tools(ref: SessionRef, chat: Any, endpoint: Any,
                                                                  model_server: ScriptedModelServer,
                                                                  declare: Any) -> None:
-    declare("secret_read", lambda ctx, q="": {"value": "TOP-SECRET-RESULT"},
+    declare(lambda ctx, q="": {"value": "TOP-SECRET-RESULT"}, name="secret_read",
             parameters={"type": "object", "properties": {"q": {"type": "string"}}})
     model_server.push(tool_calls(("secret_read", {"q": "SECRET-ARGUMENT"})), answer("ok"))
     run(ref, chat)
@@ -423,7 +423,7 @@ def test_the_budget_is_checked_again_before_each_model_call(ref: SessionRef, use
         AIRequest.objects.create(user=ctx.user, source="x", task="x", status="success", cost_usd=Decimal(5))
         return "spent"
 
-    declare("spend", spend)
+    declare(spend, name="spend")
     AgentSettings.objects.filter(pk=1).update(daily_cost_per_user=Decimal(1))
     model_server.push(tool_calls(("spend", {})), answer("never"))
     run(ref, chat)
@@ -442,7 +442,7 @@ def request_text(request: dict[str, Any]) -> str:
 def test_earlier_turns_tool_calls_and_results_are_not_sent_again(ref: SessionRef, chat: Any, endpoint: Any,
                                                                   model_server: ScriptedModelServer,
                                                                   declare: Any) -> None:
-    declare("secret_read", lambda ctx: {"value": "OLD-SECRET-RESULT"})
+    declare(lambda ctx: {"value": "OLD-SECRET-RESULT"}, name="secret_read")
     model_server.push(tool_calls(("secret_read", {})), answer("first answer"), answer("second answer"))
     run(ref, chat, "first")
     run(ref, chat, "second")

@@ -28,7 +28,7 @@ SLOW = 1.0
 def worker(django_db_setup: Any, django_db_blocker: Any) -> Iterator[Any]:
     from celery.contrib.testing.worker import start_worker
 
-    from agent_project.celery import app
+    from tests.celery_app import app
 
     with django_db_blocker.unblock():
         with app.connection_for_write() as conn:  # turns queued by earlier tests, for rows long gone

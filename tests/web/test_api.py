@@ -28,11 +28,6 @@ def get(client: Client, name: str, *args: Any, **query: Any) -> Any:
     return client.get(reverse(f"agent:{name}", args=args), query)
 
 
-@pytest.fixture
-def chat(ref):
-    return create_conversation(ref, {"title": "mine"}, impersonated=False)
-
-
 def test_an_anonymous_call_is_401_session_gone():
     response = get(Client(), "conversation_list")
     assert response.status_code == 401 and response.json() == {"error": "session_gone"}

@@ -1,0 +1,73 @@
+"""The test site's tools: notes read and written through the assistant, and a slow read for fault tests."""
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any
+
+from agent.tools import agent_tool
+
+from .models import Note
+
+OBJECT = {"type": "object", "additionalProperties": False}
+
+
+@agent_tool(
+    name="notes_search", permission="notes.view_note", description="Search the user's notes by title.",
+    parameters={**OBJECT, "properties": {"query": {"type": "string", "maxLength": 200}}},
+)
+def notes_search(ctx: Any, query: str = "") -> dict[str, Any]:
+    found = [{"id": n.pk, "title": n.title} for n in Note.objects.filter(owner=ctx.user, title__icontains=query)[:20]]
+    return {"notes": found, "count": len(found)}
+
+
+@agent_tool(
+    name="notes_read", permission="notes.view_note", description="Read one note by its id.",
+    parameters={**OBJECT, "properties": {"note_id": {"type": "integer", "minimum": 1}}, "required": ["note_id"]},
+)
+def notes_read(ctx: Any, note_id: int) -> dict[str, Any]:
+    note = Note.objects.filter(owner=ctx.user, pk=note_id).first()
+    return {"id": note.pk, "title": note.title, "body": note.body} if note else {"error": "not_found"}
+
+
+@agent_tool(
+    name="notes_wait", permission="notes.view_note", description="A read that takes the given seconds.",
+    parameters={**OBJECT, "properties": {"seconds": {"type": "number", "minimum": 0, "maximum": 30}}},
+)
+def notes_wait(ctx: Any, seconds: float = 0) -> dict[str, Any]:
+    time.sleep(seconds)
+    return {"waited": seconds}
+
+
+@agent_tool(
+    name="notes_create", kind="write", module="notes", permission="notes.add_note",
+    description="Create a note; the user confirms it on a card first.",
+    preview=lambda ctx, title, body="": {"action": "Create a note", "title": title, "body": body},
+    parameters={
+        **OBJECT, "required": ["title"],
+        "properties": {"title": {"type": "string", "minLength": 1, "maxLength": 200}, "body": {"type": "string"}},
+    },
+)
+def notes_create(ctx: Any, title: str, body: str = "") -> dict[str, Any]:
+    return {"id": Note.objects.create(owner=ctx.user, title=title, body=body).pk}
+
+
+def _current_text(ctx: Any, note_id: int, body: str) -> str:
+    note = Note.objects.filter(owner=ctx.user, pk=note_id).values_list("title", "body").first()
+    return hashlib.sha256(repr(note).encode()).hexdigest()
+
+
+@agent_tool(
+    name="notes_update", kind="write", module="notes", permission="notes.change_note",
+    description="Replace a note's text; the user confirms it on a card first.",
+    preview=lambda ctx, note_id, body: {"action": "Change a note", "new text": body},
+    fingerprint=_current_text,
+    parameters={
+        **OBJECT, "required": ["note_id", "body"],
+        "properties": {"note_id": {"type": "integer", "minimum": 1}, "body": {"type": "string"}},
+    },
+)
+def notes_update(ctx: Any, note_id: int, body: str) -> dict[str, Any]:
+    if not Note.objects.filter(owner=ctx.user, pk=note_id).update(body=body):
+        raise Note.DoesNotExist()
+    return {"id": note_id}
