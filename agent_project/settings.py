@@ -34,6 +34,7 @@ INSTALLED_APPS = [
     "channels",
     "agent",
     "agent_project.notes",
+    "agent_project.demo",
 ]
 
 MIDDLEWARE = [

@@ -1,18 +1,18 @@
-"""The demo: its offline model and a whole turn through it, with no network."""
-import io
+"""The README's first command: ``manage.py demo`` serves the whole product with no services.
 
-import pytest
-from django.contrib.auth import get_user_model
-from django.core.management import call_command
+The demo belongs to the demo site (``agent_project``), not to the app, so it is
+run here as the README runs it, in its own process with the demo site's settings
+and a fresh SQLite file, and reached from outside like a browser.
+"""
+import os
+import sys
+from pathlib import Path
 
-from agent import conversations, turns
-from agent.ai import offline
-from agent.models import AgentSettings
-from agent.tasks import run_turn
-from agent_project.notes.models import Note
+from agent_project.demo import offline
 
-from .conftest import login
+from .live_site import Visitor, free_port, log_tail, start, stop, wait_for_port, wait_until
 
+ROOT = Path(__file__).resolve().parent.parent
 NOTES_TOOLS = [{"type": "function", "function": {"name": n}} for n in ("notes_search", "notes_read", "notes_create")]
 
 
@@ -34,21 +34,52 @@ def test_offline_model_labels_its_answers_and_speaks_russian():
     assert offline.LABEL["en"] in offline.reply([{"role": "user", "content": "hello"}], [])["content"]
 
 
-@pytest.mark.django_db(transaction=True)
-def test_demo_turn_reads_then_waits_for_confirmation_of_a_note():
-    # given the demo set up (demo user, offline endpoint as the site default)
-    call_command("demo", no_serve=True, stdout=io.StringIO())
-    assert AgentSettings.current().default_endpoint.model == offline.MODEL_NAME
-    user = get_user_model().objects.get(username="demo")
-    _client, ref = login(user)
-    chat = conversations.create_conversation(ref, {}, impersonated=False)
-    # when the user asks for a note
-    turn = turns.start(ref, chat.pk, "create a note: Buy milk", impersonated=False)
-    run_turn(str(turn.pk))
-    # then the model read through a tool and the write waits on a card
-    messages = conversations.get_conversation(ref, chat.pk, impersonated=False)["messages"]
-    tools = [(m["tool_name"], m["tool_outcome"]) for m in messages if m["role"] == "tool"]
-    assert tools == [("notes_search", "ok"), ("notes_create", "needs_confirmation")]
-    card = messages[-1]["confirmation"]
-    assert card["status"] == "waiting" and card["preview"]["title"] == "Buy milk"
-    assert not Note.objects.filter(title="Buy milk").exists()
+def test_the_demo_serves_the_chat_page_and_makes_a_note_once_its_card_is_confirmed(tmp_path):
+    # given `DEBUG=true manage.py demo` on a fresh SQLite file, with none of the test run's services
+    port = free_port()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DJANGO_SETTINGS_MODULE", "REDIS_URL", "CELERY_BROKER_URL", "AGENT_TEST_QUEUE")}
+    env |= {"DEBUG": "true", "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}"}
+    log = tmp_path / "demo.log"
+    demo = start([sys.executable, "manage.py", "demo", "--addrport", f"127.0.0.1:{port}"], log=log, cwd=ROOT,
+                 env=env)
+    try:
+        wait_for_port(port, demo, log, timeout=90)
+        assert "sign in as demo / demo" in log_tail(log)
+        visitor = Visitor(f"http://127.0.0.1:{port}")
+        # when the demo user signs in from the front page and asks for a note
+        status, _page = visitor.get("/")
+        landed = visitor.login("/accounts/login/?next=/assistant/", "demo", "demo")
+        assert landed.endswith("/assistant/")
+        status, page = visitor.get("/assistant/")
+        assert status == 200 and "agent/chat.js" in page
+        _status, created = visitor.api("/assistant/api/conversations/new/", {})
+        chat = created["conversation"]["id"]
+        status, _turn = visitor.api(f"/assistant/api/conversations/{chat}/send/", {"text": "create a note: Buy milk"})
+        assert status == 200
+        card = wait_until(lambda: _waiting_card(visitor, chat), 60, "the offline model's card")
+        # then the note is made only after Confirm, and the model finds it afterwards
+        status, decided = visitor.api(f"/assistant/api/confirmations/{card['id']}/confirm/", {})
+        assert (status, decided["confirmation"]["status"]) == (200, "done")
+        wait_until(lambda: not visitor.api(f"/assistant/api/conversations/{chat}/")[1]["turn"], 30, "the turn's end")
+        visitor.api(f"/assistant/api/conversations/{chat}/send/", {"text": "find notes about milk"})
+        answer = wait_until(lambda: _answer_after(visitor, chat, "find notes about milk"), 60, "the search's answer")
+        assert "Buy milk" in answer and "offline demo model" in answer
+    finally:
+        stop(demo)
+
+
+def _messages(visitor: Visitor, chat: str) -> list[dict]:
+    return visitor.api(f"/assistant/api/conversations/{chat}/messages/?latest=1")[1]["messages"]
+
+
+def _waiting_card(visitor: Visitor, chat: str) -> dict | None:
+    cards = [m["confirmation"] for m in _messages(visitor, chat) if m["role"] == "tool" and m["confirmation"]]
+    return next((c for c in cards if c["status"] == "waiting"), None)
+
+
+def _answer_after(visitor: Visitor, chat: str, question: str) -> str | None:
+    messages = _messages(visitor, chat)
+    asked = max((i for i, m in enumerate(messages) if m["role"] == "user" and m["content"] == question), default=None)
+    answers = [m["content"] for m in messages[asked or 0:] if m["role"] == "assistant" and m["content"]]
+    return answers[-1] if asked is not None and answers else None

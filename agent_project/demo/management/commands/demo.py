@@ -1,5 +1,8 @@
 """``manage.py demo``: the whole product on one machine, with no services.
 
+The host site's command, never the app's: it makes a staff user ``demo`` with
+the password ``demo``, which only a throw-away demo site may have.
+
 Migrates the SQLite database, makes a demo user (printed), starts a Celery
 worker and the sweep inside this process, points the offline demo model at
 an endpoint when no real one is configured, and serves the site on
@@ -16,8 +19,9 @@ from django.contrib.auth.models import Permission
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from agent.ai import offline
 from agent.models import AgentSettings, Endpoint
+from agent_project.demo import offline
+from agent_project.notes.models import Note
 
 DEMO_PERMISSIONS = ["use_agent", "manage_agent", "view_chat_content", "view_note", "add_note", "change_note"]
 OFFLINE_ENDPOINT = "Offline demo model (no network)"
@@ -51,8 +55,6 @@ class Command(BaseCommand):
         user.is_staff = True
         user.save()
         user.user_permissions.add(*Permission.objects.filter(codename__in=DEMO_PERMISSIONS))
-        from agent_project.notes.models import Note
-
         if not Note.objects.filter(owner=user).exists():
             Note.objects.create(owner=user, title="Shopping", body="Milk, bread, apples")
             Note.objects.create(owner=user, title="Ideas", body="Try the assistant on real notes")

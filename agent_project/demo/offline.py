@@ -2,9 +2,10 @@
 
 The demo starts it on 127.0.0.1 when no real endpoint is configured, and points
 an endpoint row at it, so a demo turn goes through ``complete()`` and the real
-``openai`` client like any other. It only ever runs inside the demo command.
-It understands two requests about notes, "create a note: <title>" and "find
-notes about <words>", in English and Russian; anything else gets help.
+``openai`` client like any other. It belongs to the host site, not to
+``agent``, and only ever runs inside the demo command. It understands two
+requests about notes, "create a note: <title>" and "find notes about
+<words>", in English and Russian; anything else gets help.
 """
 from __future__ import annotations
 

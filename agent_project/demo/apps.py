@@ -1,0 +1,9 @@
+from django.apps import AppConfig
+
+
+class DemoConfig(AppConfig):
+    """The demo of the host site: ``manage.py demo`` and its offline model. No models of its own."""
+
+    name = "agent_project.demo"
+    label = "demo"
+    verbose_name = "Demo"
