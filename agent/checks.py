@@ -1,13 +1,29 @@
-"""System checks for ``settings.AGENT``, each with its own id."""
+"""System checks for ``settings.AGENT`` and the site around the app, each with its own id.
+
+``manage.py check --tag agent`` runs them all; each mistake a new site makes
+when it wires the app in gets its own id and a hint that says what to change.
+"""
+
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
+from channels.layers import InMemoryChannelLayer
+from channels.routing import ProtocolTypeRouter, URLRouter
 from django.conf import settings
-from django.core.checks import Error, register
+from django.core.checks import Error, Tags, register
+from django.core.checks import Warning as CheckWarning
+from django.core.exceptions import ImproperlyConfigured
+from django.middleware.locale import LocaleMiddleware
+from django.shortcuts import resolve_url
+from django.urls import NoReverseMatch
 from django.utils.module_loading import import_string
 
 from .conf import AgentConf, agent_settings
+from .tools.registry import registry
+
+TAG = "agent"
 
 _POSITIVE_INTS = [
     "HISTORY_CHARS", "TOOL_RESULT_CHARS", "MAX_TOOL_ROUNDS", "MAX_TOOL_CALLS_PER_ROUND",
@@ -20,7 +36,7 @@ _POSITIVE_INTS = [
 _NON_NEGATIVE = ["DAILY_COST_PER_USER", "DAILY_TURNS_PER_USER", "DAILY_COST_SITE", "MODEL_MAX_RETRIES"]
 
 
-@register()
+@register(TAG)
 def check_agent_settings(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     raw = getattr(settings, "AGENT", {})
     if not isinstance(raw, dict):
@@ -52,6 +68,191 @@ def check_agent_settings(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     if retention is not None and not _is_positive_int(retention):
         errors.append(Error("AGENT['RETENTION_DAYS'] must be None or a positive integer.", id="agent.E008"))
     return errors
+
+
+@register(TAG)
+def check_channel_layer_reaches_workers(app_configs: Any = None, **kwargs: Any) -> list[CheckWarning]:
+    """A worker's events reach the page through the channel layer; an in-memory one never leaves its process."""
+    backend = getattr(settings, "CHANNEL_LAYERS", {}).get("default", {}).get("BACKEND")
+    if not _is_subclass_at(backend, InMemoryChannelLayer):
+        return []
+    schemes = sorted({urlsplit(url).scheme for url in _celery_broker_urls()} - {"memory"})
+    if not schemes:
+        return []
+    return [
+        CheckWarning(
+            "The in-memory channel layer cannot carry events from a Celery worker in another process "
+            f"(the broker is {schemes[0]}://...): the chat page shows no answer until it is reloaded.",
+            hint="Set CHANNEL_LAYERS['default'] to channels_redis.core.RedisChannelLayer on a Redis that "
+            "the web and the worker processes both reach.",
+            id="agent.W002",
+        )
+    ]
+
+
+@register(TAG)
+def check_session_write_modules(app_configs: Any = None, **kwargs: Any) -> list[CheckWarning]:
+    """A module name must match ``@agent_tool(module=...)`` exactly, or its writes are hidden from sessions."""
+    listed = agent_settings.SESSION_WRITE_MODULES
+    if not isinstance(listed, (list, tuple)) or not all(isinstance(m, str) for m in listed):
+        return []  # agent.E007 says it
+    tools_by_module: dict[str, list[str]] = {}
+    for tool in registry.all():
+        if tool.kind == "write":
+            tools_by_module.setdefault(str(tool.module), []).append(tool.name)
+    known = sorted(tools_by_module)
+    warnings = [
+        CheckWarning(
+            f"AGENT['SESSION_WRITE_MODULES'] lists {module!r}, which no registered write tool gives as its module.",
+            hint=_known_modules_hint(module, known),
+            id="agent.W003",
+        )
+        for module in listed
+        if module not in tools_by_module
+    ]
+    warnings += [
+        CheckWarning(
+            f"The write tools {', '.join(map(repr, tools_by_module[module]))} belong to the module {module!r}, "
+            "which AGENT['SESSION_WRITE_MODULES'] does not list: no session is offered them.",
+            hint=f"Add {module!r} to AGENT['SESSION_WRITE_MODULES'], or silence agent.W004 if sessions "
+            "must not write there.",
+            id="agent.W004",
+        )
+        for module in known
+        if module not in listed
+    ]
+    return warnings
+
+
+@register(TAG, Tags.urls)
+def check_websocket_route(app_configs: Any = None, **kwargs: Any) -> list[CheckWarning]:
+    """The chat page's live updates need the consumer routed under the site's ASGI application."""
+    path = getattr(settings, "ASGI_APPLICATION", None)
+    if not path:
+        return [
+            _websocket_warning(
+                "settings.ASGI_APPLICATION is not set: nothing serves the assistant's websocket.",
+                hint="Set ASGI_APPLICATION to your ASGI module's application, e.g. 'mysite.asgi.application', "
+                "and route the websocket there as the README's ASGI module does.",
+            )
+        ]
+    try:
+        application = import_string(path)
+    except (ImportError, ImproperlyConfigured) as error:
+        return [
+            _websocket_warning(
+                f"settings.ASGI_APPLICATION {path!r} cannot be imported ({type(error).__name__}: {error}), "
+                "so the assistant's websocket cannot be served.",
+                hint="In the ASGI module call django.core.asgi.get_asgi_application() first, then import "
+                "Channels and agent.routing; see the README's ASGI module.",
+            )
+        ]
+    from .consumers import AgentConsumer  # here: every process loads this module at start-up, few need the web layer
+
+    if _routes_to(application, AgentConsumer, seen=set()):
+        return []
+    return [_websocket_warning(f"No websocket route under {path!r} leads to agent.consumers.AgentConsumer.")]
+
+
+@register(TAG, Tags.translation)
+def check_locale_middleware(app_configs: Any = None, **kwargs: Any) -> list[CheckWarning]:
+    """A site that speaks several languages needs LocaleMiddleware, or every request gets LANGUAGE_CODE."""
+    if not settings.is_overridden("LANGUAGES") or len(settings.LANGUAGES) < 2:
+        return []
+    if any(_is_subclass_at(path, LocaleMiddleware) for path in settings.MIDDLEWARE):
+        return []
+    return [
+        CheckWarning(
+            f"settings.LANGUAGES lists {len(settings.LANGUAGES)} languages, but MIDDLEWARE has no LocaleMiddleware: "
+            f"every page comes in LANGUAGE_CODE ({settings.LANGUAGE_CODE!r}), whatever the browser asks for.",
+            hint="Add 'django.middleware.locale.LocaleMiddleware' to MIDDLEWARE, after SessionMiddleware "
+            "and before CommonMiddleware.",
+            id="agent.W006",
+        )
+    ]
+
+
+@register(TAG, Tags.urls)
+def check_login_url(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """The chat page sends a signed-out visitor to LOGIN_URL; a name that does not resolve fails the page."""
+    try:
+        resolve_url(settings.LOGIN_URL)
+    except NoReverseMatch:
+        return [
+            Error(
+                f"settings.LOGIN_URL {settings.LOGIN_URL!r} is neither a URL nor the name of one in ROOT_URLCONF: "
+                "the chat page fails when it sends a signed-out visitor there.",
+                hint="Set LOGIN_URL to a path such as '/accounts/login/', or to the name of a URL the site "
+                "defines (include('django.contrib.auth.urls') defines 'login').",
+                id="agent.E009",
+            )
+        ]
+    return []
+
+
+def _celery_broker_urls() -> list[str]:
+    """Every broker the site names: its settings, and the Celery app it made current in this process."""
+    urls = [getattr(settings, name, None) for name in ("CELERY_BROKER_URL", "CELERY_BROKER")]
+    app = _current_celery_app()
+    if app is not None:
+        urls.append(app.conf.broker_url)
+    return [url for value in urls if value for url in _as_list(value) if isinstance(url, str)]
+
+
+def _current_celery_app() -> Any:
+    """The app the site created (``set_as_current``), never the fallback app Celery would make up on the spot."""
+    from celery import _state
+
+    return getattr(_state._tls, "current_app", None)
+
+
+def _is_subclass_at(path: Any, base: type) -> bool:
+    if not isinstance(path, str):
+        return False
+    try:
+        found = import_string(path)
+    except ImportError:  # other checks, or the first request, say so
+        return False
+    return isinstance(found, type) and issubclass(found, base)
+
+
+def _known_modules_hint(module: str, known: list[str]) -> str:
+    if not known:
+        return "No write tool is registered: declare one with @agent_tool(kind='write', module=...) in a tools.py."
+    hint = f"The registered write tools use the modules {', '.join(map(repr, known))}."
+    if module.rsplit(".", 1)[-1] in known:
+        hint += f" A module is the name given to @agent_tool(module=...): did you mean {module.rsplit('.', 1)[-1]!r}?"
+    return hint
+
+
+def _routes_to(application: Any, consumer: type, *, seen: set[int]) -> bool:
+    """Walk Channels' routers and middleware (``inner``, ``application``, ``app``) down to the websocket routes."""
+    if id(application) in seen:
+        return False
+    seen.add(id(application))
+    found = getattr(application, "consumer_class", None)
+    if isinstance(found, type) and issubclass(found, consumer):
+        return True
+    if isinstance(application, ProtocolTypeRouter):
+        return _routes_to(application.application_mapping.get("websocket"), consumer, seen=seen)
+    if isinstance(application, URLRouter):
+        return any(_routes_to(route.callback, consumer, seen=seen) for route in application.routes)
+    return any(
+        _routes_to(getattr(application, name), consumer, seen=seen)
+        for name in ("inner", "application", "app")
+        if getattr(application, name, None) is not None
+    )
+
+
+def _websocket_warning(message: str, hint: str | None = None) -> CheckWarning:
+    return CheckWarning(
+        f"{message} The chat page gets no live updates.",
+        hint=hint
+        or "Route the websocket through agent.routing.websocket_urlpatterns: ProtocolTypeRouter({'http': ..., "
+        "'websocket': AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))}). "
+        "If a middleware of your own hides the route from this check, silence agent.W005.",
+        id="agent.W005",
+    )
 
 
 def _is_positive_int(value: Any) -> bool:

@@ -1,14 +1,37 @@
-"""System checks of ``settings.AGENT`` (agent/checks.py): one id per kind of mistake."""
+"""System checks (agent/checks.py): one id per kind of mistake, in ``settings.AGENT`` and in the site around it."""
 
 from __future__ import annotations
 
-from typing import Any
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable, Iterator
 
 import pytest
+from celery import Celery, _state
+from channels.auth import AuthMiddlewareStack
+from channels.generic.websocket import AsyncWebsocketConsumer
+from channels.routing import ProtocolTypeRouter, URLRouter
+from channels.security.websocket import AllowedHostsOriginValidator, OriginValidator
 from django.conf import settings
+from django.core import checks
+from django.core.management import call_command
+from django.middleware.locale import LocaleMiddleware
 from django.test import override_settings
+from django.urls import path
 
-from agent.checks import check_agent_settings
+from agent.checks import (
+    check_agent_settings,
+    check_channel_layer_reaches_workers,
+    check_locale_middleware,
+    check_login_url,
+    check_session_write_modules,
+    check_websocket_route,
+)
+from agent.consumers import AgentConsumer
+from agent.routing import websocket_urlpatterns
 
 
 def ids_for(agent: Any) -> list[str]:
@@ -99,7 +122,238 @@ def test_retention_days_none_or_positive_passes(value: Any) -> None:
 
 
 def test_the_checks_are_registered_with_django(db: Any) -> None:
-    from django.core import checks
-
     with override_settings(AGENT=agent_with(HISTORY_CHARZ=1)):
         assert "agent.E002" in [e.id for e in checks.run_checks()]
+
+
+def ids_of(check: Callable[..., list[Any]], **overrides: Any) -> list[str]:
+    with override_settings(**overrides):
+        return [message.id for message in check()]
+
+
+def test_the_test_site_passes_every_check_of_the_app(db: Any) -> None:
+    assert [message.id for message in checks.run_checks(tags=["agent"])] == []
+
+
+# agent.W002: the in-memory channel layer with a worker in another process
+
+IN_MEMORY_LAYER = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+
+@pytest.fixture
+def celery_app_on(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], Celery]]:
+    """``celery_app_on(url)``: the site's Celery app on that broker, made current as a site's ``__init__`` does."""
+    monkeypatch.delenv("CELERY_BROKER_URL", raising=False)  # Celery lets it override every app's broker
+    previous = _state._tls.current_app
+    yield lambda url: Celery("checked-site", broker=url, set_as_current=True)
+    _state._set_current_app(previous)
+
+
+def test_w002_in_memory_layer_with_a_broker_in_settings_that_is_not_memory(celery_app_on: Any) -> None:
+    celery_app_on("memory://")
+
+    assert ids_of(
+        check_channel_layer_reaches_workers, CHANNEL_LAYERS=IN_MEMORY_LAYER, CELERY_BROKER_URL="redis://redis:6379/0"
+    ) == ["agent.W002"]
+
+
+def test_w002_in_memory_layer_with_the_current_celery_apps_broker_not_memory(celery_app_on: Any) -> None:
+    celery_app_on("amqp://guest@rabbit//")
+
+    assert ids_of(
+        check_channel_layer_reaches_workers, CHANNEL_LAYERS=IN_MEMORY_LAYER, CELERY_BROKER_URL="memory://"
+    ) == ["agent.W002"]
+
+
+def test_w002_names_the_brokers_scheme_never_its_password(celery_app_on: Any) -> None:
+    celery_app_on("memory://")
+
+    with override_settings(CHANNEL_LAYERS=IN_MEMORY_LAYER, CELERY_BROKER_URL="redis://:s3cret@redis:6379/0"):
+        [warning] = check_channel_layer_reaches_workers()
+
+    assert "redis://" in warning.msg and "s3cret" not in warning.msg + warning.hint
+    assert "RedisChannelLayer" in warning.hint
+
+
+def test_in_memory_layer_with_memory_brokers_everywhere_passes(celery_app_on: Any) -> None:
+    celery_app_on("memory://")
+
+    assert (
+        ids_of(check_channel_layer_reaches_workers, CHANNEL_LAYERS=IN_MEMORY_LAYER, CELERY_BROKER_URL="memory://") == []
+    )
+
+
+def test_a_redis_channel_layer_with_a_redis_broker_passes() -> None:
+    assert settings.CHANNEL_LAYERS["default"]["BACKEND"] == "channels_redis.core.RedisChannelLayer"
+    assert ids_of(check_channel_layer_reaches_workers) == []
+
+
+# agent.W003 / agent.W004: SESSION_WRITE_MODULES against the registered write tools
+
+
+def preview(ctx: Any, **args: Any) -> dict[str, Any]:
+    return {}
+
+
+def test_w003_a_listed_module_that_no_write_tool_uses_with_a_hint_naming_the_known_modules() -> None:
+    with override_settings(AGENT=agent_with(SESSION_WRITE_MODULES=["notes", "mysite.notes"])):
+        [warning] = check_session_write_modules()
+
+    assert warning.id == "agent.W003"
+    assert "'mysite.notes'" in warning.msg
+    assert "'notes'" in warning.hint and "did you mean 'notes'?" in warning.hint
+
+
+def test_w003_a_module_of_read_tools_only_is_not_a_write_module(declare: Any) -> None:
+    declare(preview, name="t_billing_read", kind="read", module="billing")
+
+    assert ids_of(check_session_write_modules, AGENT=agent_with(SESSION_WRITE_MODULES=["notes", "billing"])) == [
+        "agent.W003"
+    ]
+
+
+def test_w004_a_write_tool_whose_module_is_not_listed(declare: Any) -> None:
+    declare(preview, name="t_billing_write", kind="write", module="billing", preview=preview)
+
+    [warning] = check_session_write_modules()
+
+    assert warning.id == "agent.W004"
+    assert "'t_billing_write'" in warning.msg and "'billing'" in warning.msg
+    assert "'billing'" in warning.hint
+
+
+def test_write_modules_matching_the_tools_pass(declare: Any) -> None:
+    declare(preview, name="t_billing_write", kind="write", module="billing", preview=preview)
+
+    assert ids_of(check_session_write_modules, AGENT=agent_with(SESSION_WRITE_MODULES=["notes", "billing"])) == []
+
+
+def test_write_modules_that_are_not_a_list_are_left_to_e007() -> None:
+    assert ids_of(check_session_write_modules, AGENT=agent_with(SESSION_WRITE_MODULES="notes")) == []
+
+
+# agent.W005: the consumer's websocket route under ASGI_APPLICATION
+
+
+async def http_app(scope: Any, receive: Any, send: Any) -> None:
+    """Stands in for Django's ASGI handler."""
+
+
+class SiteConsumer(AgentConsumer):
+    """A site's own subclass of the consumer."""
+
+
+site_stack = ProtocolTypeRouter(
+    {"http": http_app, "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))}
+)
+nested_routers = ProtocolTypeRouter(
+    {"websocket": OriginValidator(URLRouter([path("ws/", URLRouter([path("agent/", SiteConsumer.as_asgi())]))]), ["*"])}
+)
+http_only = ProtocolTypeRouter({"http": http_app})
+consumer_under_http = ProtocolTypeRouter({"http": URLRouter(websocket_urlpatterns)})
+another_consumer = ProtocolTypeRouter(
+    {"websocket": AuthMiddlewareStack(URLRouter([path("ws/agent/", AsyncWebsocketConsumer.as_asgi())]))}
+)
+
+
+@pytest.mark.parametrize("application", ["tests.asgi.application", "site_stack", "nested_routers"])
+def test_a_websocket_route_to_the_consumer_passes(application: str) -> None:
+    if "." not in application:
+        application = f"{__name__}.{application}"
+
+    assert ids_of(check_websocket_route, ASGI_APPLICATION=application) == []
+
+
+@pytest.mark.parametrize("application", ["http_app", "http_only", "consumer_under_http", "another_consumer"])
+def test_w005_no_websocket_route_to_the_consumer(application: str) -> None:
+    with override_settings(ASGI_APPLICATION=f"{__name__}.{application}"):
+        [warning] = check_websocket_route()
+
+    assert warning.id == "agent.W005"
+    assert "AgentConsumer" in warning.msg and "websocket_urlpatterns" in warning.hint
+
+
+@pytest.mark.parametrize("value", [None, ""])
+def test_w005_asgi_application_not_set(value: Any) -> None:
+    with override_settings(ASGI_APPLICATION=value):
+        [warning] = check_websocket_route()
+
+    assert warning.id == "agent.W005" and "ASGI_APPLICATION is not set" in warning.msg
+
+
+@pytest.mark.parametrize(
+    "application, error",
+    [
+        (f"{__name__}.no_such_application", "ImportError"),
+        ("tests.checks.asgi_before_setup.application", "ImproperlyConfigured"),
+    ],
+)
+def test_w005_an_asgi_application_that_cannot_be_imported_is_reported_not_raised(application: str, error: str) -> None:
+    stderr = io.StringIO()
+
+    with override_settings(ASGI_APPLICATION=application):
+        call_command("check", tag=["agent"], stderr=stderr, stdout=io.StringIO())
+
+    assert "agent.W005" in stderr.getvalue()
+    assert f"cannot be imported ({error}" in stderr.getvalue()
+
+
+# agent.W006: several languages without LocaleMiddleware
+
+THREE_LANGUAGES = [("en", "English"), ("ru", "Русский"), ("et", "Eesti")]
+WITHOUT_LOCALE = [m for m in settings.MIDDLEWARE if m != "django.middleware.locale.LocaleMiddleware"]
+
+
+class SiteLocaleMiddleware(LocaleMiddleware):
+    """A site's own subclass of Django's LocaleMiddleware."""
+
+
+def test_w006_several_languages_without_locale_middleware() -> None:
+    assert ids_of(check_locale_middleware, LANGUAGES=THREE_LANGUAGES, MIDDLEWARE=WITHOUT_LOCALE) == ["agent.W006"]
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"LANGUAGES": THREE_LANGUAGES},
+        {"LANGUAGES": THREE_LANGUAGES, "MIDDLEWARE": [*WITHOUT_LOCALE, f"{__name__}.SiteLocaleMiddleware"]},
+        {"LANGUAGES": [("en", "English")], "MIDDLEWARE": WITHOUT_LOCALE},
+    ],
+    ids=["locale_middleware", "its_subclass", "one_language"],
+)
+def test_locale_middleware_or_one_language_passes(overrides: dict[str, Any]) -> None:
+    assert ids_of(check_locale_middleware, **overrides) == []
+
+
+# agent.E009: LOGIN_URL that does not resolve
+
+
+def test_e009_login_url_that_names_no_url() -> None:
+    with override_settings(LOGIN_URL="signin"):
+        [error] = check_login_url()
+
+    assert error.id == "agent.E009" and "'signin'" in error.msg
+
+
+@pytest.mark.parametrize("login_url", ["login", "/accounts/login/", "https://sso.example.com/login"])
+def test_a_login_url_name_or_path_passes(login_url: str) -> None:
+    assert ids_of(check_login_url, LOGIN_URL=login_url) == []
+
+
+# Migration state: nothing of ours follows the host's settings
+
+
+@pytest.mark.parametrize("languages", ["de,fr", "unset"])
+def test_makemigrations_finds_no_change_whatever_the_sites_languages(languages: str) -> None:
+    """A host's ``makemigrations`` must never write a migration into the installed app."""
+    result = subprocess.run(
+        [sys.executable, "-m", "django", "makemigrations", "--check", "--dry-run", "--skip-checks", "agent"],
+        cwd=Path(__file__).resolve().parent.parent,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "tests.checks.other_languages", "AGENT_TEST_LANGUAGES": languages},
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "No changes detected" in result.stdout

@@ -52,6 +52,15 @@ class AgentSettings(models.Model):
         return row
 
 
+def language_choices() -> list[tuple[str, str]]:
+    """The site's ``LANGUAGES``, read when asked.
+
+    The field's migration state names this function, never the host's list, so a
+    host's ``makemigrations`` finds nothing to write into the installed app.
+    """
+    return list(settings.LANGUAGES)
+
+
 class UserSettings(models.Model):
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_settings")
     enabled = models.BooleanField(_("assistant enabled"), null=True, blank=True, help_text=_("Empty means on."))
@@ -60,7 +69,7 @@ class UserSettings(models.Model):
         "agent.Endpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     instructions = models.TextField(_("own instructions"), blank=True, validators=[MaxLengthValidator(4000)])
-    language = models.CharField(_("language"), max_length=16, blank=True, choices=settings.LANGUAGES)
+    language = models.CharField(_("language"), max_length=16, blank=True, choices=language_choices)
     daily_cost_cap = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)
     daily_turns_cap = models.PositiveIntegerField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
