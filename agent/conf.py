@@ -25,6 +25,22 @@ class _Setting(Generic[T]):
         return getattr(settings, "AGENT", {}).get(self.name, self.default)
 
 
+class _SameAs(_Setting[T]):
+    """A setting that, unset, takes the value of another one."""
+
+    def __init__(self, other: str) -> None:
+        super().__init__(None)  # type: ignore[arg-type]
+        self.other = other
+
+    def __get__(self, obj: object, objtype: type | None = None) -> T:
+        value = super().__get__(obj, objtype)
+        return getattr(objtype or type(obj), self.other) if value is None else value
+
+
+PICTURE_TYPES = ["image/png", "image/jpeg", "image/webp", "image/gif"]
+XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+
+
 class AgentConf:
     HISTORY_CHARS = _Setting[int](32_000)
     TOOL_RESULT_CHARS = _Setting[int](8_000)
@@ -60,6 +76,21 @@ class AgentConf:
     SCOPE_CHECKS = _Setting["list[str]"]([])
     USAGE_SINKS = _Setting["list[str]"]([])
     MODEL_MAX_RETRIES = _Setting[int](2)
+    ATTACHMENT_STORAGE = _Setting[str]("default")  # an alias of settings.STORAGES
+    ACCEPTED_TYPES = _Setting["list[str]"](
+        ["text/plain", "text/markdown", "text/csv", "application/json", "application/pdf", *PICTURE_TYPES, XLSX_TYPE]
+    )
+    ATTACHMENT_TEXT_CHARS = _SameAs[int]("HISTORY_CHARS")
+    EXTRACTION_TIMEOUT_S = _Setting[int](30)
+    EXTRACTION_MEMORY_MB = _Setting[int](1024)
+    EXTRACTION_MAX_PAGES = _Setting[int](500)
+    EXTRACTION_MAX_ROWS = _Setting[int](100_000)
+    EXTRACTION_MAX_COLUMNS = _Setting[int](200)
+    EXTRACTION_MAX_PIXELS = _Setting[int](50_000_000)
+    EXTRACTION_MAX_UNZIPPED_BYTES = _Setting[int](200 * 1024 * 1024)
+    PICTURE_MAX_PX = _Setting[int](1568)
+    UNLINKED_FILES_MAX_AGE_S = _Setting[int](24 * 3600)
+    LOGOUT_URL = _Setting["str | None"](None)  # a URL name or path that signs out on POST; None: no Sign out
 
     @classmethod
     def names(cls) -> list[str]:

@@ -10,6 +10,8 @@ from typing import Any, ClassVar
 
 class Refusal(Exception):
     code: ClassVar[str] = "refused"
+    http_status: ClassVar[int] = 403
+    """The HTTP status the JSON API answers with: each refusal's own, set on its class."""
 
     def __init__(self, **params: Any) -> None:
         super().__init__(self.code)
@@ -21,22 +23,28 @@ class Refusal(Exception):
 
 class Impersonated(Refusal):
     code = "impersonated"
+    http_status = 401
 
 
 class SessionGone(Refusal):
     code = "session_gone"
+    http_status = 401
 
 
 class Mismatch(Refusal):
     code = "mismatch"
+    http_status = 401
 
 
 class Inactive(Refusal):
     code = "inactive"
+    http_status = 401
 
 
 class ScopeRefused(Refusal):
     """A site's own scope check (``AGENT["SCOPE_CHECKS"]``) said no."""
+
+    http_status = 401
 
     def __init__(self, code: str) -> None:
         super().__init__()
@@ -46,42 +54,52 @@ class ScopeRefused(Refusal):
 
 class Forbidden(Refusal):
     code = "forbidden"
+    http_status = 403
 
 
 class NotFound(Refusal):
     code = "not_found"
+    http_status = 404
 
 
 class InvalidCursor(Refusal):
     code = "invalid_cursor"
+    http_status = 400
 
 
 class Busy(Refusal):
     code = "busy"
+    http_status = 409
 
 
 class TooManyTurns(Refusal):
     code = "too_many_turns"
+    http_status = 429
 
 
 class BudgetExceeded(Refusal):
     code = "budget_exceeded"
+    http_status = 429
 
 
 class Blocked(Refusal):
     code = "off_purpose_blocked"
+    http_status = 403
 
 
 class NotConfigured(Refusal):
     code = "endpoint_not_configured"
+    http_status = 503
 
 
 class Expired(Refusal):
     code = "expired"
+    http_status = 409
 
 
 class NotWaiting(Refusal):
     code = "not_waiting"
+    http_status = 409
 
 
 SESSION_REFUSALS = (Impersonated, SessionGone, Mismatch, Inactive, ScopeRefused)

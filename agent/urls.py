@@ -8,6 +8,7 @@ urlpatterns = [
     path("", views.chat, name="chat"),
     path("c/<uuid:conversation_id>/", views.chat, name="chat_open"),
     path("jsi18n/", views.javascript_catalog, name="jsi18n"),
+    path("language/", views.language, name="language"),
     path("api/conversations/", views.conversation_list, name="conversation_list"),
     path("api/conversations/new/", views.conversation_create, name="conversation_create"),
     path("api/conversations/<str:conversation_id>/", views.conversation_detail, name="conversation_detail"),

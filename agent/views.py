@@ -4,16 +4,28 @@ from __future__ import annotations
 import json
 from functools import wraps
 from typing import Any, Callable
+from urllib.parse import urlsplit, urlunsplit
 
-from django.conf import settings
+from django.conf import global_settings, settings
+from django.contrib.auth import REDIRECT_FIELD_NAME
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.core.exceptions import RequestDataTooBig, ValidationError
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    HttpResponseRedirect,
+    JsonResponse,
+    QueryDict,
+)
 from django.http.response import HttpResponseBase
+from django.middleware.csrf import CsrfViewMiddleware
 from django.shortcuts import render, resolve_url
-from django.urls import reverse
+from django.urls import reverse, translate_url
 from django.utils import translation
-from django.utils.translation import get_language
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import get_language, get_language_info, gettext
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 from django.views.i18n import JavaScriptCatalog
 
@@ -28,44 +40,57 @@ PLACEHOLDER_ID = "00000000-0000-0000-0000-000000000000"
 
 WEBSOCKET_PATH = "/ws/agent/"
 
-STATUS_FOR = {
-    errors.NotFound: 404,
-    errors.InvalidCursor: 400,
-    errors.Forbidden: 403,
-    errors.Blocked: 403,
-    errors.Busy: 409,
-    errors.NotWaiting: 409,
-    errors.Expired: 409,
-    errors.TooManyTurns: 429,
-    errors.BudgetExceeded: 429,
-    errors.NotConfigured: 503,
-}
+CSRF_FAILED = "csrf_failed"
+TOO_LARGE = "too_large"
 
 
 def refusal_response(refusal: errors.Refusal) -> JsonResponse:
-    """A refusal as JSON: its code, never a stack trace."""
-    status = next((s for cls, s in STATUS_FOR.items() if isinstance(refusal, cls)), 401)
-    return JsonResponse({"error": refusal.code}, status=status)
+    """A refusal as JSON: its code and its class's status, never a stack trace."""
+    return JsonResponse({"error": refusal.code}, status=refusal.http_status)
 
 
 def api(view: Callable[..., Any]) -> Callable[..., HttpResponse]:
-    """Session ref and impersonation for the view; refusals and invalid input mapped to JSON."""
+    """Session ref and impersonation for the view; every failure answered as ``{"error": code}``.
+
+    The CSRF check runs here instead of in the site's middleware, so a refused
+    token gets the JSON the page reads whatever ``CSRF_FAILURE_VIEW`` the site has.
+    """
 
     @wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not request.user.is_authenticated:
-            return JsonResponse({"error": "session_gone"}, status=401)
-        ref = SessionRef.from_request(request)
-        with translation.override(page_language(request)):
-            try:
-                return JsonResponse(view(request, ref, is_impersonated(request), *args, **kwargs))
-            except errors.Refusal as refusal:
-                return refusal_response(refusal)
-            except ValidationError as invalid:
-                fields = invalid.message_dict if hasattr(invalid, "error_dict") else {"__all__": invalid.messages}
-                return JsonResponse({"error": "invalid", "fields": fields}, status=400)
+        try:
+            if csrf_refused(request):
+                return JsonResponse({"error": CSRF_FAILED}, status=403)
+            if not request.user.is_authenticated:
+                return JsonResponse({"error": "session_gone"}, status=401)
+            ref = SessionRef.from_request(request)
+            with translation.override(page_language(request)):
+                try:
+                    return JsonResponse(view(request, ref, is_impersonated(request), *args, **kwargs))
+                except errors.Refusal as refusal:
+                    return refusal_response(refusal)
+                except ValidationError as invalid:
+                    fields = invalid.message_dict if hasattr(invalid, "error_dict") else {"__all__": invalid.messages}
+                    return JsonResponse({"error": "invalid", "fields": fields}, status=400)
+        except RequestDataTooBig:  # over DATA_UPLOAD_MAX_MEMORY_SIZE, raised where the body is read
+            return JsonResponse({"error": TOO_LARGE}, status=413)
 
-    return wrapper
+    return csrf_exempt(wrapper)
+
+
+def csrf_refused(request: HttpRequest) -> bool:
+    """Django's own CSRF check, run for an API call: True when it refuses the request.
+
+    The check is ``CsrfViewMiddleware``'s, so it logs a refusal as usual; only
+    the answer differs.
+    """
+    check = CsrfViewMiddleware(_never_called)
+    check.process_request(request)  # reads the cookie, as the middleware did (or would have)
+    return check.process_view(request, _never_called, (), {}) is not None
+
+
+def _never_called(request: HttpRequest) -> HttpResponse:
+    raise AssertionError("stands in for a view in the CSRF check; never called")
 
 
 def page_language(request: HttpRequest) -> str:
@@ -79,9 +104,9 @@ def _body(request: HttpRequest) -> dict[str, Any]:
         try:
             data = json.loads(request.body or b"{}")
         except ValueError:
-            raise ValidationError({"__all__": ["The request body is not JSON."]}) from None
+            raise ValidationError({"__all__": [gettext("The request body is not JSON.")]}) from None
         if not isinstance(data, dict):
-            raise ValidationError({"__all__": ["The request body must be a JSON object."]})
+            raise ValidationError({"__all__": [gettext("The request body must be a JSON object.")]})
         return data
     return request.POST.dict()
 
@@ -94,17 +119,65 @@ def chat(request: HttpRequest, conversation_id: Any = None) -> HttpResponse:
         scope = authorize_session(SessionRef.from_request(request), impersonated=is_impersonated(request))
     except errors.Refusal as refusal:
         with translation.override(page_language(request)):
-            return render(request, "agent/unavailable.html", {"code": refusal.code}, status=403)
+            context = {"code": refusal.code, "login_url": login_link(request.get_full_path())}
+            return render(request, "agent/unavailable.html", context, status=403)
+    logout_url = agent_settings.LOGOUT_URL
     context = {
         "open_conversation": conversation_id or "",
         "urls": _page_urls(),
         "websocket_path": WEBSOCKET_PATH,
         "login_url": resolve_url(settings.LOGIN_URL),
+        "logout_url": resolve_url(logout_url) if logout_url else "",
         "history_chars": agent_settings.HISTORY_CHARS,
-        "language_pinned": bool(scope.user_settings is not None and scope.user_settings.language),
     }
     with translation.override(language_for(scope.user_settings, get_language())):
         return render(request, "agent/chat.html", context)
+
+
+def login_link(next_path: str) -> str:
+    """``LOGIN_URL`` (a URL name or a URL) with ``next``, as ``redirect_to_login`` builds it."""
+    scheme, netloc, path, query, fragment = urlsplit(resolve_url(settings.LOGIN_URL))
+    params = QueryDict(query, mutable=True)
+    params[REDIRECT_FIELD_NAME] = next_path
+    return urlunsplit((scheme, netloc, path, params.urlencode(safe="/"), fragment))
+
+
+def offered_languages() -> list[tuple[str, str]]:
+    """The languages a user may pick: the site's ``LANGUAGES`` when it chose them.
+
+    A site that never set ``LANGUAGES`` speaks ``LANGUAGE_CODE`` only, not
+    Django's list of every language it knows.
+    """
+    if list(settings.LANGUAGES) != list(global_settings.LANGUAGES):
+        return [(code, str(name)) for code, name in settings.LANGUAGES]
+    code = settings.LANGUAGE_CODE
+    return [(code, get_language_info(code)["name_local"])]
+
+
+@require_POST
+def language(request: HttpRequest) -> HttpResponse:
+    """The language picker: saved as the user's own setting, and set as Django's ``set_language`` sets it.
+
+    The saved setting is what the page, the socket and the turns read first, so
+    the choice holds in every tab, with or without ``LocaleMiddleware``.
+    """
+    code = request.POST.get("language", "")
+    if code not in dict(offered_languages()):
+        return HttpResponseBadRequest(gettext("This language is not offered."), content_type="text/plain")
+    if request.user.is_authenticated and not is_impersonated(request):
+        UserSettings.objects.update_or_create(user=request.user, defaults={"language": code})
+    next_url = request.POST.get("next") or request.headers.get("referer")
+    if not url_has_allowed_host_and_scheme(next_url, allowed_hosts={request.get_host()},
+                                           require_https=request.is_secure()):
+        next_url = reverse("agent:chat")
+    response = HttpResponseRedirect(translate_url(next_url, code))
+    response.set_cookie(
+        settings.LANGUAGE_COOKIE_NAME, code, max_age=settings.LANGUAGE_COOKIE_AGE,
+        path=settings.LANGUAGE_COOKIE_PATH, domain=settings.LANGUAGE_COOKIE_DOMAIN,
+        secure=settings.LANGUAGE_COOKIE_SECURE, httponly=settings.LANGUAGE_COOKIE_HTTPONLY,
+        samesite=settings.LANGUAGE_COOKIE_SAMESITE,
+    )
+    return response
 
 
 def _page_urls() -> dict[str, str]:
@@ -242,4 +315,4 @@ def _int(value: Any, default: int) -> Any:
     try:
         return int(value)
     except (TypeError, ValueError):
-        raise ValidationError({"limit": ["The limit must be a positive integer."]}) from None
+        raise ValidationError({"limit": [gettext("The limit must be a positive integer.")]}) from None

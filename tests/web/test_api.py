@@ -1,18 +1,22 @@
 """The page's JSON API: refusals as status codes with ``{"error": code}``, CSRF on every write."""
 from __future__ import annotations
 
+import uuid
 from importlib import import_module
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from django.conf import settings
-from django.test import Client
+from django.http import HttpResponseForbidden
+from django.test import Client, override_settings
 from django.urls import reverse
 
-from agent import turns
+from agent import errors, turns
 from agent.conversations import create_conversation
 from agent.models import Conversation, UserSettings
 from agent.tasks import run_turn
+from agent.views import refusal_response
 from tests.conftest import login
 from tests.factories import ConversationFactory
 from tests.model_server import tool_calls
@@ -178,3 +182,72 @@ def test_messages_carry_the_answer_html_and_the_notice_text_in_the_users_languag
     assert notice["confirmation"] == {"id": card_id, "status": "cancelled"}
     assert notice["notice_text"] == "Cancelled: notes_create."
     assert all("tool_result" not in m or m["tool_result"] is None for m in messages)
+
+
+def csrf_client(user: Any) -> tuple[Client, str]:
+    """A client that enforces CSRF as a browser's requests meet it, and the page's token."""
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    client.get(reverse("agent:chat"))  # the page sets the CSRF cookie
+    return client, client.cookies[settings.CSRF_COOKIE_NAME].value
+
+
+@pytest.mark.parametrize("headers", [
+    {"X-CSRFToken": "not-the-token"},
+    {},
+], ids=["wrong-token", "no-token"])
+def test_a_refused_csrf_check_answers_the_json_error_the_page_reads(user, headers):
+    client, _token = csrf_client(user)
+    refused = client.post(reverse("agent:conversation_create"), {}, content_type="application/json", headers=headers)
+    assert refused.status_code == 403 and refused["Content-Type"] == "application/json"
+    assert refused.json() == {"error": "csrf_failed"} and not Conversation.objects.exists()
+
+
+def test_a_post_from_another_origin_is_refused_as_json_even_with_the_token(user):
+    client, token = csrf_client(user)
+    refused = client.post(reverse("agent:conversation_create"), {}, content_type="application/json",
+                          headers={"X-CSRFToken": token, "Origin": "https://elsewhere.example"})
+    assert refused.status_code == 403 and refused.json() == {"error": "csrf_failed"}
+    assert not Conversation.objects.exists()
+
+
+@override_settings(CSRF_FAILURE_VIEW="tests.web.test_api.site_failure_page")
+def test_the_api_answers_json_whatever_failure_page_the_site_has(user):
+    client, _token = csrf_client(user)
+    refused = client.post(reverse("agent:turn_stop", args=[uuid.uuid4()]), {}, content_type="application/json")
+    assert refused.status_code == 403 and refused.json() == {"error": "csrf_failed"}
+
+
+def site_failure_page(request: Any, reason: str = "") -> HttpResponseForbidden:
+    return HttpResponseForbidden("<h1>The site's own CSRF page</h1>")
+
+
+def test_reads_need_no_csrf_token(user):
+    client, _token = csrf_client(user)
+    assert client.get(reverse("agent:conversation_list")).status_code == 200
+
+
+@override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=1_000)
+def test_an_oversized_json_body_answers_413_too_large(session, chat, endpoint):
+    client, _ref = session
+    response = post(client, "turn_start", chat.pk, text="x" * 2_000)
+    assert response.status_code == 413 and response.json() == {"error": "too_large"}
+    assert not chat.turns.exists()
+
+
+@override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=1_000)
+def test_an_oversized_form_body_answers_413_too_large_before_the_csrf_check_reads_it(user, chat):
+    client, token = csrf_client(user)
+    response = client.post(reverse("agent:conversation_rename", args=[chat.pk]), urlencode({"title": "x" * 2_000}),
+                           content_type="application/x-www-form-urlencoded", headers={"X-CSRFToken": token})
+    assert response.status_code == 413 and response.json() == {"error": "too_large"}
+    chat.refresh_from_db()
+    assert chat.title != "x" * 2_000
+
+
+def test_every_refusal_declares_its_own_http_status():
+    refusals = [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, errors.Refusal)]
+    assert len(refusals) > 10
+    assert [c.__name__ for c in refusals if c is not errors.Refusal and "http_status" not in vars(c)] == []
+    assert refusal_response(errors.Busy()).status_code == 409
+    assert refusal_response(errors.SessionGone()).status_code == 401

@@ -9,7 +9,6 @@ from django.utils.translation import check_for_language
 
 from agent.models import AgentSettings, UserSettings
 from tests.conftest import login
-
 from tests.factories import UserFactory
 
 from .inert import parse
@@ -76,8 +75,7 @@ def test_the_page_speaks_the_users_own_language(user):
     UserSettings.objects.create(user=user, language="ru")
     client, _ref = login(user)
     response = client.get(reverse("agent:chat"), HTTP_ACCEPT_LANGUAGE="et")
-    assert b'<html lang="ru">' in response.content
-    assert b'class="language-form"' not in response.content  # the user's setting decides, not the switcher
+    assert b'<html lang="ru">' in response.content  # the user's setting decides, not the browser
 
 
 def test_without_an_own_language_the_language_cookie_decides(session):
@@ -106,8 +104,11 @@ def test_the_login_form_signs_in_and_goes_to_the_chat(user):
     assert client.get(reverse("agent:chat")).status_code == 200
 
 
-def test_the_login_form_has_a_language_switcher_posting_to_set_language():
-    html = Client().get(reverse("login")).content.decode()
-    (form,) = [a for tag, a in parse(html).tags if tag == "form" and a.get("action") == reverse("set_language")]
+def test_a_host_page_that_includes_the_language_form_gets_the_apps_picker():
+    html = Client().get(reverse("login") + "?next=/assistant/").content.decode()
+    (form,) = [a for tag, a in parse(html).tags if tag == "form" and a.get("action") == reverse("agent:language")]
     assert form["method"] == "post"
     assert 'name="csrfmiddlewaretoken"' in html
+    (next_field,) = [a for tag, a in parse(html).tags if tag == "input" and a.get("name") == "next" and
+                     a.get("value", "").startswith("/accounts/")]
+    assert next_field["value"] == reverse("login") + "?next=/assistant/"
