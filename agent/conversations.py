@@ -312,6 +312,7 @@ def client_view(message: Message) -> dict[str, Any]:
         "conversation": str(message.conversation_id),
         "seq": message.seq,
         "role": message.role,
+        "turn": str(message.turn_id) if message.turn_id else None,
         "content": message.content,
         "created_at": message.created_at.isoformat(),
         "notice_code": message.notice_code or None,

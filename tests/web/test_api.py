@@ -19,7 +19,7 @@ from agent.tasks import run_turn
 from agent.views import refusal_response
 from tests.conftest import login
 from tests.factories import ConversationFactory
-from tests.model_server import tool_calls
+from tests.model_server import answer, tool_calls
 
 pytestmark = pytest.mark.django_db
 
@@ -251,3 +251,14 @@ def test_every_refusal_declares_its_own_http_status():
     assert [c.__name__ for c in refusals if c is not errors.Refusal and "http_status" not in vars(c)] == []
     assert refusal_response(errors.Busy()).status_code == 409
     assert refusal_response(errors.SessionGone()).status_code == 401
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_user_message_names_the_turn_that_stored_it(ref, session, chat, endpoint, model_server):
+    client, _ref = session
+    model_server.push(answer("Hi."))
+    turn = turns.start(ref, chat.pk, "hello", impersonated=False)
+    run_turn(str(turn.pk))
+    messages = get(client, "message_list", chat.pk, latest="1").json()["messages"]
+    (user_message,) = [m for m in messages if m["role"] == "user"]
+    assert user_message["turn"] == str(turn.pk) and user_message["content"] == "hello"
