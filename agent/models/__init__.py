@@ -1,11 +1,12 @@
 """Schema only: the rules live in the parts that use these models."""
 from .ai import AIRequest, Endpoint, OffPurposeFlag
+from .attachments import Attachment
 from .confirmations import Confirmation
 from .conversations import Conversation, Message
 from .settings import AgentSettings, UserSettings
 from .turns import Lock, Turn
 
 __all__ = [
-    "AIRequest", "AgentSettings", "Confirmation", "Conversation", "Endpoint", "Lock",
+    "AIRequest", "AgentSettings", "Attachment", "Confirmation", "Conversation", "Endpoint", "Lock",
     "Message", "OffPurposeFlag", "Turn", "UserSettings",
 ]
