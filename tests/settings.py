@@ -81,4 +81,4 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 
-AGENT = {"SESSION_WRITE_MODULES": ["notes"], "MODEL_MAX_RETRIES": 0}
+AGENT = {"SESSION_WRITE_MODULES": ["notes"], "MODEL_MAX_RETRIES": 0, "LOGOUT_URL": "logout"}

@@ -35,6 +35,7 @@
     connection: $("connection"),
     scroller: $("messages"),
     log: $("message-log"),
+    outbox: $("outbox"),
     olderStatus: $("older-status"),
     emptyState: $("empty-state"),
     working: $("working"),
@@ -43,6 +44,7 @@
     send: $("send"),
     stop: $("stop"),
     composerError: $("composer-error"),
+    composerNote: $("composer-note"),
     renameDialog: $("rename-dialog"),
     renameForm: $("rename-form"),
     renameTitle: $("rename-title"),
@@ -68,6 +70,9 @@
     turnVersion: 0, // grows with every change of `turn`, so a late answer cannot undo a newer one
     endedTurns: new Set(),
     sending: false,
+    // chat id (null: a chat not created yet) -> the words sent there and not yet seen stored:
+    // {text, chat, turn, after}. Until a user message of `turn` arrives they can go back.
+    outboxes: new Map(),
     signedOut: false,
     socket: null,
     ready: false,
@@ -91,6 +96,8 @@
       not_waiting: gettext("This request was already decided."),
       impersonated: gettext("The assistant is not available while you act as another user."),
       network: gettext("The server could not be reached. Check your connection and try again."),
+      csrf_failed: gettext("This page is out of date. Reload it and try again."),
+      too_large: gettext("This is too much to send at once."),
     };
     if (SESSION_CODES.has(code) && code !== "impersonated") {
       return gettext("You were signed out. Sign in again to go on.");
@@ -218,7 +225,7 @@
     const busy = Boolean(state.turn);
     const off = state.signedOut;
     ui.text.disabled = busy || off;
-    ui.send.disabled = busy || off || state.sending;
+    ui.send.disabled = busy || off || state.sending || state.outboxes.has(state.current);
     ui.stop.hidden = !busy || off;
     ui.working.hidden = !busy || off;
     ui.newChat.disabled = off;
@@ -238,6 +245,10 @@
   function applyTurn(turnId, status) {
     if (status === "ended") {
       state.endedTurns.add(turnId);
+      const box = state.outboxes.get(state.current);
+      if (box && box.turn === turnId) {
+        settleOutbox(box);
+      }
       if (!state.turn || state.turn === turnId) {
         setTurn(null);
         refreshDetail();
@@ -351,6 +362,7 @@
     ui.log.replaceChildren();
     ui.olderStatus.textContent = "";
     ui.emptyState.hidden = false;
+    showOutbox();
   }
 
   function atBottom() {
@@ -395,7 +407,92 @@
     ui.emptyState.hidden = true;
     if (view.role === "user") {
       touchChat();
+      claimOutbox(view);
     }
+  }
+
+  // -- words on their way: shown at once, given back if their turn ends without storing them --
+
+  function showOutbox() {
+    const box = state.outboxes.get(state.current);
+    if (!box) {
+      ui.outbox.replaceChildren();
+      ui.outbox.hidden = true;
+      return;
+    }
+    const element = bubble("user");
+    element.classList.replace("msg-user", "msg-outbox");
+    element.querySelector(".bubble").textContent = box.text;
+    const status = document.createElement("span");
+    status.className = "outbox-status";
+    status.textContent = gettext("Sending…");
+    element.append(status);
+    ui.outbox.replaceChildren(element);
+    ui.outbox.hidden = false;
+    ui.emptyState.hidden = true;
+    ui.scroller.scrollTop = ui.scroller.scrollHeight;
+  }
+
+  function claimOutbox(view) {
+    // Shown stored: the pending copy goes. Its turn's id decides; before the id is known, the text.
+    const box = state.outboxes.get(view.conversation);
+    if (!box || !isOwnMessage(box, view)) {
+      return;
+    }
+    state.outboxes.delete(box.chat);
+    if (box.chat === state.current) {
+      showOutbox();
+      updateComposer();
+    }
+  }
+
+  function isOwnMessage(box, view) {
+    if (view.role !== "user" || view.conversation !== box.chat) {
+      return false;
+    }
+    if (box.turn && view.turn) {
+      return view.turn === box.turn;
+    }
+    return view.seq > box.after && view.content === box.text;
+  }
+
+  async function settleOutbox(box) {
+    // The box's turn ended. Read what the chat stored since; if its user message is not there,
+    // the words go back into the composer.
+    if (state.outboxes.get(box.chat) !== box || box.settling || box.chat !== state.current) {
+      return; // settled already, settling, or decided when its chat is open again
+    }
+    box.settling = true;
+    try {
+      await catchUp(box.chat);
+    } catch (error) {
+      // unreadable now: the words go back rather than be lost
+    } finally {
+      box.settling = false;
+    }
+    if (state.outboxes.get(box.chat) !== box || box.chat !== state.current) {
+      return;
+    }
+    state.outboxes.delete(box.chat);
+    showOutbox();
+    putBack(box.text);
+    ui.composerNote.textContent = gettext("Your message was not sent. It is back in the message box.");
+  }
+
+  function dropOutbox(box) {
+    if (state.outboxes.get(box.chat) === box) {
+      state.outboxes.delete(box.chat);
+    }
+    if (box.chat === state.current) {
+      showOutbox();
+    }
+  }
+
+  function putBack(text) {
+    // Whatever was typed since stays too, after the words that came back.
+    const typed = ui.text.value;
+    ui.text.value = typed.trim() && typed !== text ? text + "\n\n" + typed : text;
+    updateComposer();
   }
 
   function insertInOrder(element, seq) {
@@ -605,7 +702,8 @@
   async function catchUp(chat) {
     // After a long disconnect the resync page may be full: read on until the end.
     for (;;) {
-      const data = await api("GET", urlFor("messages", chat) + "?after=" + encodeURIComponent(state.last.id) + "&limit=" + PAGE);
+      const from = state.last ? "after=" + encodeURIComponent(state.last.id) : "latest=1";
+      const data = await api("GET", urlFor("messages", chat) + "?" + from + "&limit=" + PAGE);
       if (chat !== state.current) {
         return;
       }
@@ -639,6 +737,7 @@
     resetMessages();
     hideBanner();
     ui.composerError.textContent = "";
+    ui.composerNote.textContent = "";
     markCurrentInList();
     showHeader(id ? state.chats.get(id) : null);
     closeSidebar();
@@ -690,6 +789,8 @@
       return;
     }
     const version = state.turnVersion;
+    const box = state.outboxes.get(chat);
+    const boxTurn = box ? box.turn : null; // only a turn known before the read can be missing from it
     let data;
     try {
       data = await api("GET", urlFor("detail", chat));
@@ -707,6 +808,9 @@
     const item = listItem(chat);
     if (item) {
       item.firstElementChild.textContent = chatTitle(data.conversation);
+    }
+    if (boxTurn && (!data.turn || data.turn.id !== boxTurn)) {
+      settleOutbox(box); // its turn ended while this tab was not told (a lost socket)
     }
     if (version !== state.turnVersion) {
       return; // the turn changed while this was read: the newer news stands
@@ -766,23 +870,42 @@
 
   async function send() {
     const text = ui.text.value;
-    if (!text.trim() || state.turn || state.sending || state.signedOut) {
+    if (!text.trim() || state.turn || state.sending || state.signedOut || state.outboxes.has(state.current)) {
       return;
     }
+    const box = { text: text, chat: state.current, turn: null, after: state.last ? state.last.seq : -1 };
     state.sending = true;
+    state.outboxes.set(box.chat, box);
     ui.composerError.textContent = "";
+    ui.composerNote.textContent = "";
+    ui.text.value = "";
+    showOutbox();
     updateComposer();
     try {
-      if (!state.current) {
+      if (!box.chat) {
         const created = await api("POST", urlFor("create"), {});
         putChat(created.conversation, "top");
         ui.listStatus.textContent = "";
-        await openChat(created.conversation.id, { push: true, fresh: true });
+        state.outboxes.delete(null);
+        box.chat = created.conversation.id;
+        state.outboxes.set(box.chat, box);
+        await openChat(box.chat, { push: true, fresh: true });
       }
-      const data = await api("POST", urlFor("send", state.current), { text: text });
-      ui.text.value = "";
-      applyTurn(data.turn.id, data.turn.status);
+      const data = await api("POST", urlFor("send", box.chat), { text: text });
+      box.turn = data.turn.id;
+      if (box.chat === state.current) {
+        applyTurn(data.turn.id, data.turn.status);
+        const own = Array.from(state.messages.values()).find((view) => isOwnMessage(box, view));
+        if (own) {
+          claimOutbox(own); // it arrived before this answer did
+        } else if (state.endedTurns.has(box.turn)) {
+          settleOutbox(box); // and so did its end
+        }
+      }
     } catch (error) {
+      // Refused at the start (busy, limits, validation, the network): the words go back.
+      dropOutbox(box);
+      putBack(text);
       ui.composerError.textContent = errorText(error);
     } finally {
       state.sending = false;
