@@ -14,6 +14,9 @@ from typing import Any, Callable
 
 from django.conf import settings
 from django.contrib.auth import HASH_SESSION_KEY, SESSION_KEY, get_user_model
+from django.contrib.auth.models import Permission
+from django.db.models import Exists, OuterRef, Q, Subquery
+from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 from django.utils.module_loading import import_string
 
@@ -60,12 +63,16 @@ class Scope:
     user: Any
     language: str
     user_settings: Any = None
+    checked: frozenset[str] = frozenset()
+    permissions: frozenset[str] | None = None  # of ``checked``, those held, read with the scope
 
     @property
     def user_id(self) -> int:
         return self.user.pk
 
     def has_perm(self, permission: str) -> bool:
+        if self.permissions is not None and permission in self.checked:
+            return permission in self.permissions
         return bool(self.user.has_perm(permission))
 
 
@@ -110,32 +117,110 @@ def load_session(session_key: str) -> dict[str, Any]:
 
 def authorize_session(ref: SessionRef, *, impersonated: bool) -> Scope:
     """Checks 1-3 of SPEC §1: the session may use the assistant now."""
-    if impersonated:
-        raise errors.Impersonated()
-    user = _live_user(ref)
+    return authorize_with(ref, impersonated=impersonated)[0]
+
+
+def authorize_with(
+    ref: SessionRef, *, impersonated: bool, annotations: dict[str, Any] | None = None
+) -> tuple[Scope, dict[str, Any]]:
+    """Checks 1-3, read in one SQL statement, with the caller's own ``annotations`` on the user row.
+
+    One statement reads the session row, the user with their settings, the site switch and the
+    permissions the assistant asks about (``agent.use_agent`` and every tool's), so a turn can
+    re-check before each step at the cost of one round trip. A site whose sessions or
+    permissions live elsewhere (another session engine, another auth backend) gets the same
+    checks through its engine and ``has_perm``, at the cost of more queries.
+    """
     from .models import AgentSettings
 
+    if impersonated:
+        raise errors.Impersonated()
+    if not isinstance(ref, SessionRef) or ref.user_id is None or not ref.session_key:
+        raise errors.SessionGone()
+    fast_session = settings.SESSION_ENGINE in _SQL_SESSION_ENGINES
+    checked = _checked_permissions() if _model_backend_only() else []
+    fields: dict[str, Any] = {"agent_site_enabled": Subquery(AgentSettings.objects.values("enabled")[:1])}
+    if fast_session:
+        from django.contrib.sessions.models import Session  # only where the site keeps sessions in SQL
+
+        live = Session.objects.filter(session_key=ref.session_key, expire_date__gt=timezone.now())
+        fields["agent_session_data"] = Subquery(live.values("session_data")[:1])
+    for number, permission in enumerate(checked):
+        fields[f"agent_perm_{number}"] = _holds(permission)
+    fields.update(annotations or {})
+    user = (
+        get_user_model()._default_manager.select_related("agent_settings")
+        .filter(pk=ref.user_id).annotate(**fields).first()
+    )
+    if user is None:
+        _session_user(load_session(ref.session_key), ref)  # a gone or foreign session says so first
+        raise errors.SessionGone()
+    if fast_session:
+        raw = user.agent_session_data
+        data = _decode_session(raw) if raw else {}
+    else:
+        data = load_session(ref.session_key)
+    _session_user(data, ref)
+    _check_user(user, data)
+    site_enabled = user.agent_site_enabled
+    if site_enabled is None:
+        site_enabled = AgentSettings.current().enabled
+    permissions = None
+    if checked:
+        held = {p for n, p in enumerate(checked) if getattr(user, f"agent_perm_{n}")}
+        permissions = frozenset(checked) if (user.is_active and user.is_superuser) else frozenset(held)
     user_settings = getattr(user, "agent_settings", None)
-    if not AgentSettings.current().enabled or not user.has_perm(USE_PERMISSION):
+    scope = Scope(ref=ref, user=user, language=language_for(user_settings), user_settings=user_settings,
+                  checked=frozenset(checked), permissions=permissions)
+    if not site_enabled or not scope.has_perm(USE_PERMISSION):
         raise errors.Forbidden()
     if user_settings is not None and user_settings.enabled is False:
         raise errors.Forbidden()
-    return Scope(ref=ref, user=user, language=language_for(user_settings), user_settings=user_settings)
+    return scope, {name: getattr(user, name) for name in (annotations or {})}
 
 
-def _live_user(ref: SessionRef) -> Any:
-    """Check 2: the session exists, is this user's, and still matches them."""
-    if not isinstance(ref, SessionRef) or ref.user_id is None:
-        raise errors.SessionGone()
-    data = load_session(ref.session_key)
+_SQL_SESSION_ENGINES = {"django.contrib.sessions.backends.db", "django.contrib.sessions.backends.cached_db"}
+_MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
+
+
+def _model_backend_only() -> bool:
+    return list(settings.AUTHENTICATION_BACKENDS) == [_MODEL_BACKEND] and hasattr(get_user_model(), "user_permissions")
+
+
+def _checked_permissions() -> list[str]:
+    """The permissions a scope answers from its one statement: the assistant's and the tools'."""
+    from .tools.registry import registry
+
+    return sorted({USE_PERMISSION} | {t.permission for t in registry.all() if t.permission})
+
+
+def _holds(permission: str) -> Exists:
+    """Whether the user holds ``permission`` directly or through a group, as ModelBackend reads it."""
+    app_label, codename = permission.split(".", 1)
+    return Exists(
+        Permission.objects.filter(content_type__app_label=app_label, codename=codename).filter(
+            Q(user=OuterRef("pk")) | Q(group__user=OuterRef("pk"))
+        )
+    )
+
+
+def _decode_session(raw: str) -> dict[str, Any]:
+    engine = import_module(settings.SESSION_ENGINE)
+    return dict(engine.SessionStore().decode(raw))
+
+
+def _session_user(data: dict[str, Any], ref: SessionRef) -> None:
+    """The session exists and is this user's."""
     session_user = data.get(SESSION_KEY)
     if session_user is None:
         raise errors.SessionGone()
     if str(session_user) != str(ref.user_id):
         raise errors.Mismatch()
-    user = get_user_model()._default_manager.select_related("agent_settings").filter(pk=ref.user_id).first()
-    if user is None:
-        raise errors.SessionGone()
+
+
+def _check_user(user: Any, data: dict[str, Any]) -> None:
+    """The session still matches the user (no password change since), who is active and passes
+    the site's own checks."""
     if not _hash_matches(user, data.get(HASH_SESSION_KEY, "")):
         raise errors.SessionGone()
     if not user.is_active:
@@ -144,7 +229,6 @@ def _live_user(ref: SessionRef) -> Any:
         code = import_string(path)(user, data)
         if code:
             raise errors.ScopeRefused(code)
-    return user
 
 
 def _hash_matches(user: Any, session_hash: str) -> bool:

@@ -5,8 +5,10 @@ import logging
 from datetime import timedelta
 from typing import Any
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from . import notices
 from .access import Scope, SessionRef, authorize_session
@@ -14,8 +16,7 @@ from .conf import agent_settings
 from .conversations import parse_uuid
 from .errors import Expired, NotFound, NotWaiting
 from .models import Confirmation, Conversation
-from .tools.executor import ToolContext, compute_fingerprint, may_write
-from .tools.registry import registry
+from .tools.registry import Tool, ToolContext, ToolResult, compute_fingerprint, may_write, registry
 
 logger = logging.getLogger(__name__)
 Status = Confirmation.Status
@@ -53,6 +54,30 @@ def settle_lapsed(conversation: Conversation | Any) -> int:
         except NotWaiting:
             pass
     return settled
+
+
+def propose(tool: Tool, ctx: ToolContext, args: dict[str, Any], *, call_id: str, turn: Any) -> ToolResult:
+    """A model's write call becomes a waiting card (the executor checked the tool and its arguments).
+
+    The model is told only that a confirmation is required, and the card's id.
+    """
+    if waiting_duplicate(ctx.conversation, tool.name, args):
+        return ToolResult("denied", {"error": "duplicate", "message": _("Already waiting for confirmation.")})
+    try:
+        preview = tool.preview(ctx, **args)  # type: ignore[misc]
+        fingerprint = compute_fingerprint(tool, ctx, args, preview)
+    except SoftTimeLimitExceeded:  # the turn's deadline, not the preview's failure
+        raise
+    except Exception as error:
+        logger.exception("agent tool %s: preview failed", tool.name)
+        return ToolResult("error", {"error": type(error).__name__})
+    card = create_card(
+        ctx.user, ctx.conversation, turn, tool_name=tool.name, call_id=call_id, arguments=args,
+        preview=preview, fingerprint=fingerprint,
+    )
+    return ToolResult(
+        "needs_confirmation", {"status": "confirmation_required", "confirmation_id": str(card.pk)}, confirmation=card
+    )
 
 
 def create_card(

@@ -5,9 +5,13 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from datetime import datetime
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
+
+from celery.exceptions import SoftTimeLimitExceeded
+from django.utils import timezone
 
 from ..conf import agent_settings
 from ..models import AIRequest, AgentSettings, Endpoint, UserSettings
@@ -54,7 +58,6 @@ class Completion:
     cost_usd: Decimal
     latency_ms: int
     request_id: Any
-    raw_tool_calls: list[dict[str, Any]] = field(default_factory=list)
 
 
 def effective_endpoint(user: Any) -> Endpoint | None:
@@ -77,14 +80,14 @@ def _client_for(endpoint: Endpoint) -> Any:
     import openai
 
     key = _api_key(endpoint)
-    config = (endpoint.base_url, endpoint.timeout_s, key, agent_settings.MODEL_MAX_RETRIES)
+    config = (endpoint.base_url, endpoint.timeout_s, key)
     with _clients_lock:
         known = _clients.get(endpoint.pk)
         if known is not None and known[0] == config:
             return known[1]
         client = openai.OpenAI(
             api_key=key or "unused", base_url=endpoint.base_url,
-            timeout=float(endpoint.timeout_s), max_retries=agent_settings.MODEL_MAX_RETRIES,
+            timeout=float(endpoint.timeout_s), max_retries=0,  # ``_create`` retries, within the deadline
         )
         _clients[endpoint.pk] = (config, client)
     if known is not None:
@@ -111,11 +114,14 @@ def complete(
     admission: str | None = None,
     attribution: dict[str, Any] | None = None,
     capture: bool = False,
+    deadline: datetime | None = None,
 ) -> Completion:
     """Call the model once; the journal row is written before this returns or raises.
 
     ``messages`` and ``tools`` must be plain JSON: they go to the SDK as
     ``extra_body``, which it sends as is (its per-message transform is slow).
+    With a ``deadline``, every attempt and every wait between retries ends by it: a call
+    it cuts is ``AIError("deadline")``, journalled as such.
     """
     journal = {
         "endpoint": endpoint if endpoint is not None and endpoint.pk else None, "user": user,
@@ -138,10 +144,12 @@ def complete(
         body["tools"] = tools
     started = time.monotonic()
     try:
-        response = _client_for(endpoint).chat.completions.create(model=endpoint.model, messages=[], extra_body=body)
-        completion = _read(response, endpoint, started)
+        completion = _read(_create(endpoint, body, deadline), endpoint, started)
     except AIError as error:
         raise _fail(journal, error, started) from None
+    except SoftTimeLimitExceeded:  # the task's own deadline, landing inside the call
+        _fail(journal, AIError("deadline"), started)
+        raise
     except Exception as error:  # every SDK error becomes a code; provider text is never kept
         raise _fail(journal, map_sdk_error(error), started) from None
     row = AIRequest.objects.create(
@@ -152,6 +160,49 @@ def complete(
     )
     usage.deliver(row)
     return Completion(**{**completion.__dict__, "request_id": row.pk})
+
+
+_RETRYABLE_STATUS = {408, 409, 429}
+
+
+def _create(endpoint: Endpoint, body: dict[str, Any], deadline: datetime | None) -> Any:
+    """The request, tried again on the errors the SDK would retry, never past ``deadline``.
+
+    The SDK's own retries are off: they wait as long as a server's Retry-After asks (up to two
+    minutes), which no turn's deadline can bound.
+    """
+    import openai
+
+    client = _client_for(endpoint)
+    retries = agent_settings.MODEL_MAX_RETRIES
+    attempt = 0
+    while True:
+        timeout = min(float(endpoint.timeout_s), _seconds_left(deadline))
+        if timeout <= 0:
+            raise AIError("deadline")
+        try:
+            return client.chat.completions.create(model=endpoint.model, messages=[], extra_body=body, timeout=timeout)
+        except openai.APITimeoutError as error:
+            if timeout < endpoint.timeout_s:
+                raise AIError("deadline") from None
+            failure: Exception = error
+        except openai.APIStatusError as error:
+            if error.status_code not in _RETRYABLE_STATUS and error.status_code < 500:
+                raise
+            failure = error
+        except openai.APIConnectionError as error:
+            failure = error
+        pause = min(0.5 * 2**attempt, 8.0)
+        if attempt >= retries or pause >= _seconds_left(deadline):
+            raise failure
+        time.sleep(pause)
+        attempt += 1
+
+
+def _seconds_left(deadline: datetime | None) -> float:
+    if deadline is None:
+        return float("inf")
+    return (deadline - timezone.now()).total_seconds()
 
 
 def _fail(journal: dict[str, Any], error: AIError, started: float | None = None) -> AIError:
@@ -217,7 +268,7 @@ def _read(response: Any, endpoint: Endpoint, started: float) -> Completion:
     return Completion(
         content=content, tool_calls=calls, model=str(getattr(response, "model", "") or endpoint.model),
         input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost, latency_ms=latency,
-        request_id=None, raw_tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
+        request_id=None,
     )
 
 

@@ -15,6 +15,9 @@ from ..errors import Blocked, BudgetExceeded
 from ..models import AgentSettings, AIRequest, OffPurposeFlag, Turn, UserSettings
 
 WINDOW = timedelta(hours=24)
+MARKER_OPEN, MARKER_CLOSE = "⟦off_purpose:", "⟧"
+"""The model flags an off-purpose request with ``⟦off_purpose: <reason>⟧`` at the very end of its
+answer (the prompt teaches it); ``cut_marker`` reads it."""
 
 
 def admit(user: Any, task: str) -> str:
@@ -37,6 +40,18 @@ def check(user: Any, caps: dict[str, Any] | None = None) -> None:
         raise BudgetExceeded(limit="cost_per_user")
     if caps["cost_site"] and _spent(created_at__gte=since) >= caps["cost_site"]:
         raise BudgetExceeded(limit="cost_site")
+
+
+def cut_marker(content: str) -> tuple[str, str | None]:
+    """The answer without a marker at its very end, and the marker's reason (None: no flag).
+
+    A marker anywhere else is left in the text and flags nothing.
+    """
+    stripped = content.rstrip()
+    start = stripped.rfind(MARKER_OPEN)
+    if start < 0 or not stripped.endswith(MARKER_CLOSE) or MARKER_CLOSE in stripped[start:-1]:
+        return content, None
+    return stripped[:start].rstrip(), stripped[start + len(MARKER_OPEN):-1].strip()
 
 
 def report_off_purpose(user: Any, turn_ref: Any, reason: str) -> bool:

@@ -1,14 +1,22 @@
-"""How a site declares a tool: ``@agent_tool`` in its apps' ``tools.py``."""
+"""How a site declares a tool (``@agent_tool`` in its apps' ``tools.py``), and the contract every
+caller of a tool keeps: what a tool is given (``ToolContext``), who may apply a write, and the
+digest a card compares at the click. The executor and the cards both build on this module.
+"""
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Callable, Literal
 
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import autodiscover_modules
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
+
+from ..conf import agent_settings
 
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 EMPTY_OBJECT = {"type": "object", "properties": {}, "additionalProperties": False}
@@ -26,8 +34,9 @@ class Tool:
     preview: Callable[..., Any] | None = None
     fingerprint: Callable[..., str] | None = None
 
-    @property
+    @cached_property
     def validator(self) -> Draft202012Validator:
+        """Built once per tool: the schema was checked at declaration and does not change."""
         return Draft202012Validator(self.parameters)
 
     def definition(self) -> dict[str, Any]:
@@ -36,6 +45,49 @@ class Tool:
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
         }
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool gets besides its arguments."""
+
+    user: Any
+    scope: Any
+    conversation: Any
+    turn_ref: Any
+    language: str
+
+
+Outcome = Literal["ok", "error", "denied", "invalid_arguments", "needs_confirmation"]
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool call came to: its outcome, what the model is told, and the card of a write."""
+
+    outcome: Outcome
+    result: Any
+    confirmation: Any = None
+
+
+def may_write(scope: Any, tool: Tool) -> bool:
+    """Whether this session may apply ``tool``'s change now: its module lets sessions write and
+    the user holds its permission."""
+    return (
+        tool.kind == "write"
+        and tool.module in agent_settings.SESSION_WRITE_MODULES
+        and (not tool.permission or scope.has_perm(tool.permission))
+    )
+
+
+def compute_fingerprint(tool: Tool, ctx: ToolContext, args: dict[str, Any], preview: Any = None) -> str:
+    """A digest of the data the write would change: the tool's own, else of its preview."""
+    if tool.fingerprint is not None:
+        return str(tool.fingerprint(ctx, **args))
+    if preview is None:
+        preview = tool.preview(ctx, **args)  # type: ignore[misc]
+    canonical = json.dumps(preview, sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 class Registry:

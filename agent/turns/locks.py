@@ -6,14 +6,19 @@ a frozen worker would keep one forever.
 """
 from __future__ import annotations
 
+import logging
+import threading
 from datetime import timedelta
 from typing import Any, Iterable
 
 from django.db import connection
+from django.db.models import Count, Subquery
 from django.utils import timezone
 
 from ..conf import agent_settings
 from ..models import Lock, Turn
+
+logger = logging.getLogger(__name__)
 
 _TAKE_SQL = f"""
 INSERT INTO {Lock._meta.db_table} (name, holder, fence, expires_at)
@@ -60,6 +65,13 @@ def held(turn: Turn) -> bool:
     names = turn_locks(turn)
     count = Lock.objects.filter(name__in=names, holder=turn.pk, expires_at__gt=timezone.now()).count()
     return count == len(names)
+
+
+def leases_held(turn: Turn) -> Subquery:
+    """How many of the turn's locks it still holds, unexpired: an expression for a caller's one
+    statement (``held`` as a subquery)."""
+    live = Lock.objects.filter(name__in=turn_locks(turn), holder=turn.pk, expires_at__gt=timezone.now())
+    return Subquery(live.order_by().values("holder").annotate(n=Count("name")).values("n")[:1])
 
 
 def renew(turn: Turn) -> bool:
@@ -110,3 +122,30 @@ def fence(turn: Turn) -> bool:
 def _uuid_param(value: Any) -> Any:
     field = Lock._meta.get_field("holder")
     return field.get_db_prep_value(value, connection)
+
+
+class Heartbeat:
+    """Renews a running turn's leases every ``LOCK_RENEW_S``, during a long model call too."""
+
+    def __init__(self, turn: Turn) -> None:
+        self.turn = turn
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"agent-heartbeat-{turn.pk}", daemon=True)
+
+    def __enter__(self) -> "Heartbeat":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stopped.set()
+        self._thread.join(timeout=5)
+
+    def _beat(self) -> None:
+        try:
+            while not self._stopped.wait(agent_settings.LOCK_RENEW_S):
+                if not renew(self.turn):
+                    return  # lost: the runner sees it at its next check
+        except Exception:
+            logger.exception("agent turn %s: heartbeat failed", self.turn.pk)
+        finally:
+            connection.close()

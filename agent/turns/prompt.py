@@ -6,9 +6,8 @@ from typing import Any
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from ..ai.guard import MARKER_CLOSE, MARKER_OPEN
 from ..conf import agent_settings
-
-OFF_PURPOSE_MARKER = "⟦off_purpose: "
 
 
 def system_prompt(user: Any, site_instructions: str, user_instructions: str) -> str:
@@ -34,8 +33,8 @@ def system_prompt(user: Any, site_instructions: str, user_instructions: str) -> 
         ),
         _(
             "Answer in the user's language, briefly, in Markdown. If a request is not what this assistant is "
-            "for, answer briefly and end your answer with the marker %(marker)s<reason>⟧."
+            "for, answer briefly and end your answer with the marker %(marker)s."
         )
-        % {"marker": OFF_PURPOSE_MARKER},
+        % {"marker": f"{MARKER_OPEN} <reason>{MARKER_CLOSE}"},
     ]
     return "\n\n".join(parts)

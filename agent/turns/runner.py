@@ -5,36 +5,34 @@ transaction, so a worker that froze past its lease writes nothing.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-import threading
 import uuid
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
-from django.core.exceptions import ValidationError
 from celery.exceptions import SoftTimeLimitExceeded
-from django.db import DatabaseError, connection, transaction
-from django.db.models import Count, Subquery
+from django.core.exceptions import ValidationError
+from django.db import DatabaseError, transaction
+from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone, translation
+from django.utils.translation import gettext as _
 
-from .. import confirmations, notices
-from ..access import Scope, SessionRef, authorize_session
-from ..ai import AIError, Completion, ToolCall, complete
-from ..ai import guard, usage
+from .. import confirmations, events, notices
+from ..access import Scope, SessionRef, authorize_with
+from ..ai import AIError, Completion, ToolCall, complete, guard, usage
 from ..conf import agent_settings
-from ..conversations import owned_conversation
+from ..conversations import append_message
 from ..errors import Forbidden, NotFound, Refusal
-from ..models import AgentSettings, Lock, Message, Turn
+from ..models import AgentSettings, Conversation, Message, Turn
 from ..tools import execute_as, registry, visible_for
 from . import history, locks, monitor
 from .prompt import system_prompt
 
 logger = logging.getLogger(__name__)
 Status = Turn.Status
-MARKER_OPEN, MARKER_CLOSE = "⟦off_purpose:", "⟧"
-STUB = "[left out: an earlier result of this turn, too long to send again]"
 
 
 @dataclass(frozen=True)
@@ -54,11 +52,9 @@ def run(turn_id: Any) -> None:
     turn = claim(turn_id)
     if turn is None:
         return
-    heartbeat = Heartbeat(turn)
-    heartbeat.start()
     end = End(Status.INTERRUPTED, "crashed")
     try:
-        with translation.override(turn.language):
+        with locks.Heartbeat(turn), translation.override(turn.language):
             end = TurnRunner(turn).run()
     except TurnEnded as ended:
         end = ended.end
@@ -69,7 +65,6 @@ def run(turn_id: Any) -> None:
     except Exception:
         logger.exception("agent turn %s crashed", turn.pk)
     finally:
-        heartbeat.stop()
         with translation.override(turn.language):
             monitor.end_turn(turn, end.status, reason=end.reason)
 
@@ -88,8 +83,6 @@ def claim(turn_id: Any) -> Turn | None:
             return None
         turn = Turn.objects.select_related("endpoint", "conversation", "user").get(pk=pk)
         locks.reclaim(turn)  # a lease that ran out while queued; a takeover shows at the first check
-    from .. import events
-
     events.turn_changed(turn.conversation_id, turn.pk, Status.RUNNING)
     return turn
 
@@ -110,18 +103,16 @@ class TurnRunner:
 
     def run(self) -> End:
         """The user's message first (SPEC §3.1), then the rounds, each after its re-check."""
-        self.checkpoint(locks_too=True)
-        confirmations.settle_lapsed(self.turn.conversation_id)  # before the chat is read (SPEC §4)
+        self.verify_turn()
+        with self.fenced():  # before the chat is read (SPEC §4)
+            confirmations.settle_lapsed(self.turn.conversation_id)
         limit = agent_settings.HISTORY_CHARS
         current = {"role": "user", "content": history.user_content(self.turn.text, [], limit)}
         self.history = history.load(self.turn.conversation_id, current, limit)
-        user_message = self._store(role=Message.Role.USER, content=self.turn.text, title_from=self.turn.text)
-        Turn.objects.filter(pk=self.turn.pk).update(user_message=user_message)
+        self._store(role=Message.Role.USER, content=self.turn.text, title_from=self.turn.text, users_own=True)
         rounds = agent_settings.MAX_TOOL_ROUNDS
         for number in range(1, rounds + 1):
-            if number > 1:
-                self.checkpoint(locks_too=True)
-            scope = self.recheck()
+            scope = self.verify(chat=number > 1)  # in round 1 the stored message just proved the chat alive
             if number == 1:
                 own = scope.user_settings
                 site_prompt = AgentSettings.current().system_prompt
@@ -133,7 +124,8 @@ class TurnRunner:
 
     def round(self, scope: Scope, number: int, *, last: bool) -> bool:
         """One model call and its tool calls; False when the turn is over."""
-        shown = [] if last else visible_for(scope, allow="all")
+        tools_allowed = not last and self.turn.endpoint.supports_tools
+        shown = visible_for(scope, allow="all") if tools_allowed else []
         answer_id = uuid.uuid4()
         try:
             with usage.stored_by_caller(answer_id):
@@ -142,63 +134,57 @@ class TurnRunner:
                     tools=[t.definition() for t in shown] or None, user=scope.user, source="agent",
                     task="agent.chat", admission=self.turn.admission or None,
                     attribution={"message": str(answer_id), "turn": str(self.turn.pk)},
-                    capture=agent_settings.CAPTURE_CONTENT,
+                    capture=agent_settings.CAPTURE_CONTENT, deadline=self.turn.deadline_at,
                 )
         except AIError as error:
-            self.checkpoint()
+            if error.code == "deadline":
+                raise TurnEnded(End(Status.DEADLINE)) from None
+            self.verify()
             journal_row = None if error.refused else error.request_id  # a refused call reached no sink
             self._notice(notices.MODEL_FAILED, error.params(), ai_request_id=journal_row)
             raise TurnEnded(End(Status.FAILED, "model_failed")) from None
-        self.checkpoint()
-        content = self.cut_marker(completion.content, scope)
+        self.verify()  # rights lost or a stop asked during the model call: nothing more from it
+        content, off_purpose = guard.cut_marker(completion.content)
         calls = [c for c in completion.tool_calls if c.name]
         if not content.strip() and not calls:
-            self._notice("empty_answer", ai_request_id=completion.request_id)
+            self._notice("empty_answer", ai_request_id=completion.request_id, off_purpose=off_purpose)
             return False
-        answer = self._store_answer(answer_id, content, calls, completion)
+        answer = self._store_answer(answer_id, content, calls, completion, off_purpose)
         if not calls:
             return False
-        scope = self.recheck(chat=False)  # rights lost during the model call: no tool step with the old ones
-        still_shown = {t.name for t in visible_for(scope, allow="all")}
-        return not self.run_calls(scope, calls, [t for t in shown if t.name in still_shown], answer, number)
+        return not self.run_calls(calls, {t.name for t in shown}, answer, number)
 
-    def run_calls(self, scope: Scope, calls: list[ToolCall], shown: list[Any], answer: Message, number: int) -> bool:
-        """Run the answer's tool calls in order; True when a write now waits (the turn ends)."""
-        shown_names = {t.name for t in shown}
+    def run_calls(self, calls: list[ToolCall], shown: set[str], answer: Message, number: int) -> bool:
+        """Run the answer's tool calls in order, each after a fresh check of the session, the
+        stop mark and the leases; True when a write now waits (the turn ends)."""
         ids = Counter(c.id for c in calls)
         waiting = False
         for index, call in enumerate(calls):
-            self.checkpoint(locks_too=True)
+            scope = self.verify()
             tool = registry.get(call.name)
             is_write = tool is not None and tool.kind == "write"
             if index >= agent_settings.MAX_TOOL_CALLS_PER_ROUND:
-                outcome, result, card = "denied", _denied("Too many tool calls in one answer."), None
-            elif call.name not in shown_names:
-                outcome, result, card = "denied", _denied("This tool is not available."), None
+                outcome, result, card = "denied", _denied(_("Too many tool calls in one answer.")), None
+            elif call.name not in shown or not visible_for(scope, allow=[call.name]):
+                outcome, result, card = "denied", _denied(_("This tool is not available.")), None
             elif waiting:
-                reason = "Confirm the earlier change first." if is_write else "Held for confirmation."
+                reason = _("Confirm the earlier change first.") if is_write else _("Held for confirmation.")
                 outcome, result, card = "denied", _denied(reason), None
             elif is_write and ids[call.id] > 1:
-                outcome, result, card = "denied", _denied("Another call of this answer has the same id."), None
+                outcome, result, card = "denied", _denied(_("Another call of this answer has the same id.")), None
             else:
-                outcome, result, card = self.execute(scope, call)
+                outcome, result, card = self.execute(scope, call, is_write=is_write)
                 waiting = outcome == "needs_confirmation"
             self._store_result(call, outcome, result, card, answer, number)
         return waiting
 
-    def execute(self, scope: Scope, call: ToolCall) -> tuple[str, Any, Any]:
+    def execute(self, scope: Scope, call: ToolCall, *, is_write: bool) -> tuple[str, Any, Any]:
         try:
             args = json.loads(call.arguments) if call.arguments.strip() else {}
         except ValueError:
             return "invalid_arguments", {"error": "invalid_arguments", "details": ["arguments are not JSON"]}, None
-        tool = registry.get(call.name)
-        if tool is None or tool.kind != "write":
-            result = execute_as(scope, call.name, args, allow="all", via="agent", chat=self.turn.conversation,
-                                call_id=call.id, turn=self.turn)
-            return result.outcome, result.result, None
-        with transaction.atomic():  # a write's card is stored only while the turn holds the chat
-            if not locks.fence(self.turn):
-                raise TurnEnded(End(Status.FAILED, "lock_lost"))
+        run = contextlib.nullcontext() if not is_write else self.fenced()  # a card only while the turn holds the chat
+        with run:
             result = execute_as(scope, call.name, args, allow="all", via="agent", chat=self.turn.conversation,
                                 call_id=call.id, turn=self.turn)
         return result.outcome, result.result, result.confirmation
@@ -217,67 +203,77 @@ class TurnRunner:
                 budget -= size
             else:
                 budget = -1
+        stub = _("[left out: an earlier result of this turn, too long to send again]")
         turn_messages = [
-            m if m.get("role") != "tool" or id(m) in whole else {**m, "content": STUB} for m in self.this_turn
+            m if m.get("role") != "tool" or id(m) in whole else {**m, "content": stub} for m in self.this_turn
         ]
         return [{"role": "system", "content": self.system}, *self.history, *turn_messages]
 
-    def cut_marker(self, content: str, scope: Scope) -> str:
-        """Cut an off-purpose marker at the very end and report it, once per turn."""
-        stripped = content.rstrip()
-        start = stripped.rfind(MARKER_OPEN)
-        if start < 0 or not stripped.endswith(MARKER_CLOSE) or MARKER_CLOSE in stripped[start:-1]:
-            return content
-        reason = stripped[start + len(MARKER_OPEN):-1].strip()
-        if not self.flagged:
-            guard.report_off_purpose(scope.user, self.turn.pk, reason)
-            self.flagged = True
-        return stripped[:start].rstrip()
-
     # -- checks ------------------------------------------------------------------
 
-    def checkpoint(self, *, locks_too: bool = False) -> None:
-        """Stop asked or deadline passed → end now; with ``locks_too``, a lost lease too. One query."""
-        lease = Lock.objects.filter(holder=self.turn.pk, name__in=locks.turn_locks(self.turn),
-                                    expires_at__gt=timezone.now())
-        row = (
-            Turn.objects.filter(pk=self.turn.pk)
-            .annotate(leases=Subquery(lease.order_by().values("holder").annotate(n=Count("name")).values("n")[:1]))
-            .values("stop_requested_at", "leases")
-            .first()
-        )
-        if row is None:
-            raise TurnEnded(End(Status.FAILED, "chat_gone"))
-        if row["stop_requested_at"] is not None:
-            raise TurnEnded(End(Status.STOPPED))
-        if timezone.now() >= self.turn.deadline_at:
-            raise TurnEnded(End(Status.DEADLINE))
-        if locks_too and (row["leases"] or 0) < len(locks.turn_locks(self.turn)):
-            raise TurnEnded(End(Status.FAILED, "lock_lost"))
-
-    def recheck(self, *, chat: bool = True) -> Scope:
-        """Round step a: the session, the chat and the module, afresh (the locks: ``checkpoint``)."""
+    def verify(self, *, chat: bool = False) -> Scope:
+        """Everything a step needs, in one statement: no stop asked, the deadline not passed,
+        the leases held, the session live with its rights (and, with ``chat``, the chat there)."""
+        state = self._state()
+        if chat:
+            alive = Conversation.objects.filter(pk=self.turn.conversation_id, user=OuterRef("pk")).exclude(
+                status=Conversation.Status.DELETED
+            )
+            state["agent_chat_alive"] = Exists(alive)
         try:
-            scope = authorize_session(self.ref, impersonated=False)
-            if chat:  # right after a stored message the chat is known to be there
-                owned_conversation(scope, self.turn.conversation_id)
-        except NotFound:
-            raise TurnEnded(End(Status.FAILED, "chat_gone")) from None
+            scope, row = authorize_with(self.ref, impersonated=False, annotations=state)
         except Forbidden:
             raise TurnEnded(End(Status.FAILED, "forbidden")) from None
         except Refusal:
             raise TurnEnded(End(Status.FAILED, "session_ended")) from None
+        self._judge(row)
+        if chat and not row["agent_chat_alive"]:
+            raise TurnEnded(End(Status.FAILED, "chat_gone"))
         return scope
+
+    def verify_turn(self) -> None:
+        """The turn's own state only, in one statement: before the user's message is stored,
+        which a session that ended since ``start`` must not lose."""
+        state = self._state()
+        row = Turn.objects.filter(pk=self.turn.pk).annotate(**state).values(*state).first()
+        if row is None:
+            raise TurnEnded(End(Status.FAILED, "chat_gone"))  # deleted with its user or chat
+        self._judge(row)
+
+    def _state(self) -> dict[str, Any]:
+        turn = Turn.objects.filter(pk=self.turn.pk)
+        return {
+            "agent_turn_status": Subquery(turn.values("status")[:1]),
+            "agent_stop_asked": Exists(turn.filter(stop_requested_at__isnull=False)),
+            "agent_leases": locks.leases_held(self.turn),
+        }
+
+    def _judge(self, row: dict[str, Any]) -> None:
+        if row["agent_stop_asked"]:
+            raise TurnEnded(End(Status.STOPPED))
+        if timezone.now() >= self.turn.deadline_at:
+            raise TurnEnded(End(Status.DEADLINE))
+        if row["agent_turn_status"] != Status.RUNNING or (row["agent_leases"] or 0) < len(locks.turn_locks(self.turn)):
+            raise TurnEnded(End(Status.FAILED, "lock_lost"))  # the sweep or a newer turn has the chat
+
+    @contextlib.contextmanager
+    def fenced(self) -> Iterator[None]:
+        """A transaction that writes only while the turn still holds the chat's lease."""
+        with transaction.atomic():
+            if not locks.fence(self.turn):
+                raise TurnEnded(End(Status.FAILED, "lock_lost"))
+            yield
 
     # -- storing -------------------------------------------------------------------
 
     def _store_answer(self, answer_id: uuid.UUID, content: str, calls: list[ToolCall],
-                      completion: Completion) -> Message:
+                      completion: Completion, off_purpose: str | None) -> Message:
         tool_calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls]
         message = self._store(
             id=answer_id, role=Message.Role.ASSISTANT, content=content, tool_calls=tool_calls or None,
             model=completion.model, input_tokens=completion.input_tokens, output_tokens=completion.output_tokens,
             cost_usd=completion.cost_usd, latency_ms=completion.latency_ms, ai_request_id=completion.request_id,
+            off_purpose=off_purpose,
         )
         entry: dict[str, Any] = {"role": "assistant", "content": content or None}
         if tool_calls:
@@ -306,15 +302,18 @@ class TurnRunner:
     def _notice(self, code: str, params: dict[str, Any] | None = None, **fields: Any) -> Message:
         return self._store(role=Message.Role.NOTICE, notice_code=code, notice_params=params or {}, **fields)
 
-    def _store(self, *, title_from: str | None = None, **fields: Any) -> Message:
-        """Append a message of this turn, only while the turn still holds the chat's lease."""
-        from ..conversations import append_message
-
+    def _store(self, *, title_from: str | None = None, off_purpose: str | None = None, users_own: bool = False,
+               **fields: Any) -> Message:
+        """Append a message of this turn, with what goes with it (the off-purpose flag, the turn's
+        link to the user's message), only while the turn still holds the chat's lease."""
         try:
-            with transaction.atomic():
-                if not locks.fence(self.turn):
-                    raise TurnEnded(End(Status.FAILED, "lock_lost"))
-                return append_message(self.turn.conversation_id, turn=self.turn, title_from=title_from, **fields)
+            with self.fenced():
+                message = append_message(self.turn.conversation_id, turn=self.turn, title_from=title_from, **fields)
+                if off_purpose is not None and not self.flagged:
+                    self.flagged = guard.report_off_purpose(self.turn.user, self.turn.pk, off_purpose)
+                if users_own:
+                    Turn.objects.filter(pk=self.turn.pk).update(user_message=message)
+                return message
         except NotFound:
             raise TurnEnded(End(Status.FAILED, "chat_gone")) from None
         except (DatabaseError, ValidationError) as error:
@@ -325,29 +324,3 @@ class TurnRunner:
 
 def _denied(message: str) -> dict[str, str]:
     return {"error": "denied", "message": message}
-
-
-class Heartbeat:
-    """Renews the turn's leases every ``LOCK_RENEW_S``, during a long model call too."""
-
-    def __init__(self, turn: Turn) -> None:
-        self.turn = turn
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"agent-heartbeat-{turn.pk}", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stopped.set()
-        self._thread.join(timeout=5)
-
-    def _beat(self) -> None:
-        try:
-            while not self._stopped.wait(agent_settings.LOCK_RENEW_S):
-                if not locks.renew(self.turn):
-                    return  # lost: the runner sees it at its next check
-        except Exception:
-            logger.exception("agent turn %s: heartbeat failed", self.turn.pk)
-        finally:
-            connection.close()

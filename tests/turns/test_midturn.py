@@ -131,7 +131,7 @@ def test_a_stop_asked_before_the_task_runs_stores_nothing(ref: SessionRef, chat:
     assert Turn.objects.get(pk=turn.pk).status == "stopped" and model_server.requests == []
 
 
-def test_the_deadline_during_a_slow_model_call_lets_it_finish_and_keeps_nothing(
+def test_the_deadline_cuts_a_slow_model_call_and_keeps_nothing(
     ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer
 ) -> None:
     model_server.push(answer("a late answer", delay=1.2))
@@ -141,8 +141,9 @@ def test_the_deadline_during_a_slow_model_call_lets_it_finish_and_keeps_nothing(
     turn.refresh_from_db()
     assert turn.status == Turn.Status.DEADLINE
     assert shape(chat) == [("user", ""), ("notice", "deadline")]
-    row = AIRequest.objects.get()  # the call's cost is journalled
-    assert row.status == "success" and row.attribution["turn"] == str(turn.pk)
+    row = AIRequest.objects.get()  # the call is journalled as cut by the deadline, not as a provider's fault
+    assert (row.status, row.error_code, row.attribution["turn"]) == ("error", "deadline", str(turn.pk))
+    assert row.latency_ms < 1500
 
 
 def test_a_second_delivery_of_the_task_finds_the_turn_claimed(ref: SessionRef, chat: Any, endpoint: Any,

@@ -14,7 +14,6 @@ from agent.access import SessionRef
 from agent.conversations import get_conversation
 from agent.models import AgentSettings, AIRequest, Confirmation, Message, OffPurposeFlag, Turn, UserSettings
 from agent.tasks import run_turn
-from agent.turns.runner import STUB
 from tests.model_server import ScriptedModelServer, answer, error, tool_calls
 
 from .conftest import agent_conf, messages_of, tool_messages, tool_names
@@ -236,7 +235,7 @@ def test_older_results_beyond_ten_times_tool_result_chars_are_sent_as_a_stub(
     # and after round 2, its result and 9 older ones fit; the oldest is the stub
     third = tool_messages(model_server.requests[2])
     assert [m["tool_call_id"] for m in third] == [f"r1_{i}" for i in range(10)] + ["r2_0"]
-    assert third[0]["content"] == STUB and "left out" in STUB
+    assert third[0]["content"] == "[left out: an earlier result of this turn, too long to send again]"
     assert [len(m["content"]) for m in third[1:]] == [100] * 10
     kept = next(m for m in messages_of(chat) if m.tool_call_id == "r1_0")
     assert kept.tool_result == '"' + "y" * 99  # the database keeps what was stored

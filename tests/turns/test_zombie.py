@@ -1,0 +1,63 @@
+"""A worker that froze past its lease writes nothing when it wakes (SPEC §3.3)."""
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from agent import turns
+from agent.models import Confirmation, Lock, Message, OffPurposeFlag, Turn
+from agent.tasks import run_turn
+from tests.model_server import answer, tool_calls
+
+from .conftest import messages_of
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _take_the_chat_while_the_model_thinks(model_server: Any, ref: Any, chat: Any, taken: list[Any]) -> threading.Thread:
+    """Once the model has the request: the old turn's lease runs out and a new turn takes the chat."""
+
+    def take() -> None:
+        model_server.received.wait(10)
+        Lock.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+        taken.append(turns.start(ref, chat.pk, "a newer question", impersonated=False))
+
+    thread = threading.Thread(target=take)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [answer("Not what I am for. ⟦off_purpose: poetry⟧", delay=1.5),
+     tool_calls(("notes_create", {"title": "x"}), content="⟦off_purpose: y⟧", delay=1.5)],
+    ids=["off-purpose answer", "write with a marker"],
+)
+def test_a_turn_whose_chat_was_taken_during_the_model_call_writes_nothing(ref, chat, endpoint, model_server, reply):
+    # given a model call that outlives the turn's lease, and a newer turn that takes the chat meanwhile
+    model_server.push(reply)
+    old = turns.start(ref, chat.pk, "write me a poem", impersonated=False)
+    taken: list[Any] = []
+    thread = _take_the_chat_while_the_model_thinks(model_server, ref, chat, taken)
+    # when the old turn's worker wakes up with the model's answer
+    run_turn(str(old.pk))
+    thread.join()
+    # then it wrote nothing: no answer, no flag toward blocking the user, no card
+    assert [(m.role, m.notice_code, m.turn_id) for m in messages_of(chat)] == [
+        ("user", "", old.pk), ("notice", "interrupted", old.pk)  # the sweep's notice, when the new turn started
+    ]
+    assert not OffPurposeFlag.objects.exists() and not Confirmation.objects.exists()
+    assert Turn.objects.get(pk=old.pk).status == Turn.Status.INTERRUPTED
+    assert Lock.objects.filter(holder=taken[0].pk).count() == 2  # the new turn's locks are untouched
+
+
+def test_the_off_purpose_flag_is_stored_with_the_answer(ref, chat, endpoint, model_server):
+    model_server.push(answer("Not what I am for. ⟦off_purpose: poetry⟧"))
+    run_turn(str(turns.start(ref, chat.pk, "a poem", impersonated=False).pk))
+    flag = OffPurposeFlag.objects.get()
+    stored = Message.objects.get(conversation=chat, role=Message.Role.ASSISTANT)
+    assert (flag.reason, stored.content) == ("poetry", "Not what I am for.")
