@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from agent import errors, turns
 from agent.conversations import create_conversation
-from agent.models import Conversation, UserSettings
+from agent.models import Conversation, Turn, UserSettings
 from agent.tasks import run_turn
 from agent.views import refusal_response
 from tests.conftest import login
@@ -262,3 +262,21 @@ def test_a_user_message_names_the_turn_that_stored_it(ref, session, chat, endpoi
     messages = get(client, "message_list", chat.pk, latest="1").json()["messages"]
     (user_message,) = [m for m in messages if m["role"] == "user"]
     assert user_message["turn"] == str(turn.pk) and user_message["content"] == "hello"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_stop_over_http_before_the_claim_ends_the_turn_without_storing_its_words(ref, session, chat, endpoint):
+    client, _ref = session
+    turn_id = post(client, "turn_start", chat.pk, text="never mind").json()["turn"]["id"]
+    assert post(client, "turn_stop", chat.pk).json() == {"asked": True}
+    assert post(client, "turn_stop", chat.pk).json() == {"asked": False}  # already asked
+    run_turn(turn_id)  # a worker claims it late
+    assert get(client, "conversation_detail", chat.pk).json()["turn"] is None
+    messages = get(client, "message_list", chat.pk, latest="1").json()["messages"]
+    assert [m for m in messages if m["role"] == "user"] == []
+    assert Turn.objects.get(pk=turn_id).status == Turn.Status.STOPPED
+
+
+def test_stop_with_no_live_turn_asks_nothing(session, chat):
+    client, _ref = session
+    assert post(client, "turn_stop", chat.pk).json() == {"asked": False}

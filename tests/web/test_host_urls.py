@@ -18,6 +18,7 @@ pytestmark = pytest.mark.django_db
 BARE_SITE = {
     "ROOT_URLCONF": "tests.web.bare_urls",
     "LOGIN_URL": "/signin/?from=assistant",
+    "AGENT": {k: v for k, v in settings.AGENT.items() if k != "LOGOUT_URL"},
     "TEMPLATES": [{  # no context processors at all: the pages must not lean on the site's
         "BACKEND": "django.template.backends.django.DjangoTemplates",
         "APP_DIRS": True,
