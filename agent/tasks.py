@@ -1,11 +1,7 @@
 """Celery tasks: thin wrappers around the parts. Their names are API."""
 from __future__ import annotations
 
-from typing import Any
-
 from celery import shared_task
-
-from .conf import agent_settings
 
 
 @shared_task(name="agent.run_turn", ignore_result=True, acks_late=False, max_retries=0)
@@ -30,9 +26,3 @@ def purge_chats() -> int:
     from .retention import purge
 
     return purge()
-
-
-def queue_turn(turn: Any) -> None:
-    """Send the turn's ref to a worker, with the deadline as Celery's soft time limit."""
-    soft = agent_settings.TURN_DEADLINE_S + agent_settings.STOP_GRACE_S
-    run_turn.apply_async((str(turn.pk),), soft_time_limit=soft, time_limit=soft + agent_settings.STOP_GRACE_S)

@@ -60,9 +60,7 @@ def start(
             admission=admission, deadline_at=timezone.now() + timedelta(seconds=agent_settings.TURN_DEADLINE_S),
         )
         events.turn_changed(conversation.pk, turn.pk, Turn.Status.QUEUED)
-        from ..tasks import queue_turn
-
-        transaction.on_commit(lambda: queue_turn(turn))
+        transaction.on_commit(lambda: monitor.queue(turn))
     return turn
 
 

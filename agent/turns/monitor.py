@@ -5,6 +5,7 @@ import logging
 from datetime import timedelta
 from typing import Any
 
+from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 
@@ -15,6 +16,7 @@ from . import locks
 
 logger = logging.getLogger(__name__)
 Status = Turn.Status
+RUN_TURN = "agent.run_turn"
 
 NOTICE_FOR = {
     Status.STOPPED: "stopped",
@@ -70,9 +72,16 @@ def sweep(conversation_id: Any = None) -> int:
     return len(dead)
 
 
-def _requeue_stale(now: Any) -> None:
-    from ..tasks import queue_turn
+def queue(turn: Turn) -> None:
+    """Send the turn's ref to a worker, by the task's stable name, with the deadline as Celery's
+    soft time limit."""
+    soft = agent_settings.TURN_DEADLINE_S + agent_settings.STOP_GRACE_S
+    current_app.send_task(
+        RUN_TURN, args=(str(turn.pk),), soft_time_limit=soft, time_limit=soft + agent_settings.STOP_GRACE_S
+    )
 
+
+def _requeue_stale(now: Any) -> None:
     stale = Turn.objects.filter(
         status=Status.QUEUED, created_at__lt=now - timedelta(seconds=agent_settings.QUEUED_REQUEUE_S)
     )
@@ -80,5 +89,5 @@ def _requeue_stale(now: Any) -> None:
         if turn.deadline_at <= now or not locks.reclaim(turn):
             end_turn(turn, Status.INTERRUPTED, reason="never_ran")
         else:
-            queue_turn(turn)
+            queue(turn)
 
