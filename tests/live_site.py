@@ -5,6 +5,7 @@ then sign in through its login page and drive the chat page's JSON API with the
 CSRF cookie, and its websocket with the session cookie and an allowed Origin,
 as the page's script does.
 """
+
 from __future__ import annotations
 
 import http.cookiejar
@@ -89,7 +90,9 @@ class Visitor:
     def cookie(self, name: str) -> str | None:
         return next((c.value for c in self.cookies if c.name == name), None)
 
-    def request(self, path: str, data: bytes | None = None, headers: dict[str, str] | None = None) -> tuple[int, str, str]:
+    def request(
+        self, path: str, data: bytes | None = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, str, str]:
         """Status, body and final URL (after redirects); an HTTP error is a status, not an exception."""
         request = urllib.request.Request(self.base_url + path, data=data, headers=headers or {})
         try:
@@ -108,8 +111,9 @@ class Visitor:
         assert status == 200, f"the login page answered {status}:\n{page[:2000]}"
         token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
         assert token, "the login page has no CSRF token"
-        form = urllib.parse.urlencode({"username": username, "password": password,
-                                       "csrfmiddlewaretoken": token.group(1)}).encode()
+        form = urllib.parse.urlencode(
+            {"username": username, "password": password, "csrfmiddlewaretoken": token.group(1)}
+        ).encode()
         status, page, landed = self.request(path, form, {"Content-Type": "application/x-www-form-urlencoded"})
         assert status == 200 and self.cookie("sessionid"), f"signing in failed ({status}, {landed}):\n{page[:2000]}"
         return landed
@@ -132,5 +136,6 @@ class Visitor:
 
         url = "ws" + self.base_url.removeprefix("http") + path
         cookie = "; ".join(f"{c.name}={c.value}" for c in self.cookies)
-        return connect(url, additional_headers={"Cookie": cookie}, origin=self.base_url, open_timeout=15,
-                       close_timeout=5)
+        return connect(
+            url, additional_headers={"Cookie": cookie}, origin=self.base_url, open_timeout=15, close_timeout=5
+        )

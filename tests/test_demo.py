@@ -4,6 +4,7 @@ The demo belongs to the demo site (``agent_project``), not to the app, so it is
 run here as the README runs it, in its own process with the demo site's settings
 and a fresh SQLite file, and reached from outside like a browser.
 """
+
 import os
 import sys
 from pathlib import Path
@@ -20,8 +21,11 @@ def test_offline_model_searches_before_it_proposes_a_note():
     first = offline.reply([{"role": "user", "content": "create a note: Buy milk"}], NOTES_TOOLS)
     assert first["tool_calls"][0]["function"]["name"] == "notes_search"
     second = offline.reply(
-        [{"role": "user", "content": "create a note: Buy milk"}, first,
-         {"role": "tool", "tool_call_id": "x", "content": '{"notes": [], "count": 0}'}],
+        [
+            {"role": "user", "content": "create a note: Buy milk"},
+            first,
+            {"role": "tool", "tool_call_id": "x", "content": '{"notes": [], "count": 0}'},
+        ],
         NOTES_TOOLS,
     )
     call = second["tool_calls"][0]["function"]
@@ -37,12 +41,14 @@ def test_offline_model_labels_its_answers_and_speaks_russian():
 def test_the_demo_serves_the_chat_page_and_makes_a_note_once_its_card_is_confirmed(tmp_path):
     # given `DEBUG=true manage.py demo` on a fresh SQLite file, with none of the test run's services
     port = free_port()
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DJANGO_SETTINGS_MODULE", "REDIS_URL", "CELERY_BROKER_URL", "AGENT_TEST_QUEUE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DJANGO_SETTINGS_MODULE", "REDIS_URL", "CELERY_BROKER_URL", "AGENT_TEST_QUEUE")
+    }
     env |= {"DEBUG": "true", "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}"}
     log = tmp_path / "demo.log"
-    demo = start([sys.executable, "manage.py", "demo", "--addrport", f"127.0.0.1:{port}"], log=log, cwd=ROOT,
-                 env=env)
+    demo = start([sys.executable, "manage.py", "demo", "--addrport", f"127.0.0.1:{port}"], log=log, cwd=ROOT, env=env)
     try:
         wait_for_port(port, demo, log, timeout=90)
         assert "sign in as demo / demo" in log_tail(log)
@@ -81,5 +87,5 @@ def _waiting_card(visitor: Visitor, chat: str) -> dict | None:
 def _answer_after(visitor: Visitor, chat: str, question: str) -> str | None:
     messages = _messages(visitor, chat)
     asked = max((i for i, m in enumerate(messages) if m["role"] == "user" and m["content"] == question), default=None)
-    answers = [m["content"] for m in messages[asked or 0:] if m["role"] == "assistant" and m["content"]]
+    answers = [m["content"] for m in messages[asked or 0 :] if m["role"] == "assistant" and m["content"]]
     return answers[-1] if asked is not None and answers else None

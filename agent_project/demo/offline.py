@@ -7,6 +7,7 @@ an endpoint row at it, so a demo turn goes through ``complete()`` and the real
 requests about notes, "create a note: <title>" and "find notes about
 <words>", in English and Russian; anything else gets help.
 """
+
 from __future__ import annotations
 
 import json
@@ -67,8 +68,11 @@ def _summary(result: Any, lang: str) -> str:
 
 
 def _title(text: str) -> str:
-    title = text.split(":", 1)[1] if ":" in text else re.sub(
-        r"^.*?\b(note|notes|заметку|заметка|заметки)\b", "", text, count=1, flags=re.I)
+    title = (
+        text.split(":", 1)[1]
+        if ":" in text
+        else re.sub(r"^.*?\b(note|notes|заметку|заметка|заметки)\b", "", text, count=1, flags=re.I)
+    )
     return (title.strip(" \"'«».") or text.strip())[:60]
 
 
@@ -85,8 +89,11 @@ def _json(value: Any) -> Any:
 
 
 def _call(name: str, args: dict[str, Any], content: str) -> dict[str, Any]:
-    call = {"id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
-            "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)}}
+    call = {
+        "id": f"call_{uuid.uuid4().hex[:12]}",
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(args, ensure_ascii=False)},
+    }
     return {"role": "assistant", "content": content or None, "tool_calls": [call]}
 
 
@@ -104,13 +111,22 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = _json(self.rfile.read(length).decode("utf-8", "replace")) or {}
         message = reply(body.get("messages") or [], body.get("tools") or [])
-        payload = json.dumps({
-            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
-            "model": MODEL_NAME,
-            "choices": [{"index": 0, "message": message,
-                         "finish_reason": "tool_calls" if message.get("tool_calls") else "stop"}],
-            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
-        }).encode()
+        payload = json.dumps(
+            {
+                "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": MODEL_NAME,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": message,
+                        "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+            }
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))

@@ -8,6 +8,7 @@ worker and the sweep inside this process, points the offline demo model at
 an endpoint when no real one is configured, and serves the site on
 127.0.0.1:8000.
 """
+
 from __future__ import annotations
 
 import threading
@@ -66,8 +67,14 @@ class Command(BaseCommand):
             return site.default_endpoint
         endpoint, _created = Endpoint.objects.update_or_create(
             name=OFFLINE_ENDPOINT,
-            defaults={"base_url": offline.serve(), "model": offline.MODEL_NAME, "api_key": "", "enabled": True,
-                      "supports_tools": True, "timeout_s": 10},
+            defaults={
+                "base_url": offline.serve(),
+                "model": offline.MODEL_NAME,
+                "api_key": "",
+                "enabled": True,
+                "supports_tools": True,
+                "timeout_s": 10,
+            },
         )
         site.default_endpoint = endpoint
         site.save()
@@ -79,8 +86,14 @@ def _start_worker() -> None:
     from agent.tasks import sweep_turns
     from agent_project.celery import app
 
-    worker = app.WorkController(pool_cls="threads", concurrency=4, loglevel="WARNING", without_heartbeat=True,
-                                without_mingle=True, without_gossip=True)
+    worker = app.WorkController(
+        pool_cls="threads",
+        concurrency=4,
+        loglevel="WARNING",
+        without_heartbeat=True,
+        without_mingle=True,
+        without_gossip=True,
+    )
     threading.Thread(target=worker.start, name="demo-celery-worker", daemon=True).start()
     stop = threading.Event()
 
