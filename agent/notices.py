@@ -43,7 +43,6 @@ _MODEL_FAILED_TEXTS = {
 }
 
 CODES = frozenset(_TEXTS) | {MODEL_FAILED}
-MODEL_FAILED_CODES = frozenset(_MODEL_FAILED_TEXTS)
 
 
 def write(conversation_id: Any, code: str, params: dict[str, Any] | None = None, **fields: Any) -> Message:

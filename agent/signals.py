@@ -11,12 +11,13 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.contrib.auth.signals import user_logged_out
-from django.db.models.signals import m2m_changed, post_save, pre_save
+from django.db.models.signals import m2m_changed, post_delete, post_save, pre_save
 from django.dispatch import receiver
 
 from . import events
 from .access import SITE_GROUP, session_group, user_group
-from .models import AgentSettings, UserSettings
+from .models import AgentSettings, Turn, UserSettings
+from .turns import locks
 
 
 @receiver(user_logged_out)
@@ -64,3 +65,10 @@ def _on_site_settings(sender: Any, instance: AgentSettings, **kwargs: Any) -> No
 def _on_user_settings(sender: Any, instance: UserSettings, **kwargs: Any) -> None:
     if instance.enabled is False:
         events.session_ended(user_group(instance.user_id))
+
+
+@receiver(post_delete, sender=Turn)
+def _release_deleted_turns_locks(sender: Any, instance: Turn, **kwargs: Any) -> None:
+    """A turn deleted with its user or chat leaves no lock row behind (locks name their holder,
+    not a foreign key)."""
+    locks.release(instance)

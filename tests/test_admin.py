@@ -112,3 +112,41 @@ def test_journal_shows_cost_totals_by_user_and_day(staff, chat):
     assert "Cost by user and day" in response.content.decode()
 
 
+
+
+def test_the_endpoint_test_call_reports_its_answer_time_and_journals_it(staff, endpoint, model_server):
+    model_server.push({"content": "ok"})
+    response = staff.post(reverse("admin:agent_endpoint_changelist"),
+                          {"action": "test_call", "_selected_action": [str(endpoint.pk)]}, follow=True)
+    assert "answered in" in response.content.decode()
+    assert model_server.requests[0]["messages"] == [{"role": "user", "content": "Reply with: ok"}]
+    assert AIRequest.objects.get().task == "agent.endpoint_test"
+
+
+def test_the_endpoint_test_call_names_the_failure_without_provider_text(staff, endpoint, model_server):
+    model_server.push({"status": 401, "delay": 0, "message": "provider secret text"})
+    response = staff.post(reverse("admin:agent_endpoint_changelist"),
+                          {"action": "test_call", "_selected_action": [str(endpoint.pk)]}, follow=True)
+    page = response.content.decode()
+    assert "failed (invalid_api_key)" in page and "provider secret text" not in page
+
+
+def test_a_cards_page_never_shows_its_arguments_or_preview(staff, chat):
+    from agent.models import Confirmation
+
+    card = Confirmation.objects.create(
+        user=chat.user, conversation=chat, tool_name="notes_create", call_id="c1",
+        arguments={"title": "ARGUMENT-4242"}, preview={"title": "PREVIEW-4242"}, fingerprint="FP-4242",
+        expires_at="2099-01-01T00:00:00Z",
+    )
+    for url in (reverse("admin:agent_confirmation_changelist"),
+                reverse("admin:agent_confirmation_change", args=[card.pk])):
+        page = staff.get(url).content.decode()
+        assert "ARGUMENT-4242" not in page and "PREVIEW-4242" not in page and "FP-4242" not in page
+
+
+def test_a_journal_row_never_shows_its_captured_content(staff, chat):
+    row = AIRequest.objects.create(user=chat.user, source="agent", task="agent.chat", status="success",
+                                   captured={"messages": [{"role": "user", "content": "CAPTURED-4242"}]})
+    for url in (reverse("admin:agent_airequest_changelist"), reverse("admin:agent_airequest_change", args=[row.pk])):
+        assert "CAPTURED-4242" not in staff.get(url).content.decode()

@@ -58,3 +58,21 @@ def test_deleting_a_user_deletes_their_chats_but_keeps_the_journal():
 def test_purge_counts_chats_not_rows():
     _aged(31, status="deleted")
     assert purge_chats() == 1
+
+
+def test_deleting_a_user_with_a_live_turn_leaves_no_lock_rows(ref, user, chat, endpoint):
+    from agent import turns
+    from agent.models import Lock
+
+    turns.start(ref, chat.pk, "hello", impersonated=False)
+    assert Lock.objects.count() == 2  # the chat's lock and the user's slot
+    user.delete()
+    assert not Lock.objects.exists()
+
+
+def test_the_beat_schedule_runs_the_sweep_every_ten_seconds_and_the_purge_daily(settings):
+    from tests.celery_app import app
+
+    schedule = {entry["task"]: entry["schedule"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
+    assert schedule["agent.sweep_turns"] == 10.0 and schedule["agent.purge_chats"] == 24 * 3600.0
+    assert {"agent.sweep_turns", "agent.purge_chats"} <= set(app.tasks)

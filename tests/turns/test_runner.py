@@ -474,3 +474,12 @@ def test_a_card_that_ran_out_is_settled_before_the_chat_is_read(ref: SessionRef,
     text = request_text(model_server.requests[1])
     assert "[confirmation] expired: notes_create" in text and "[confirmation] waiting" not in text
     assert shape(chat)[-3:] == [("notice", "confirmation_expired"), ("user", ""), ("assistant", "")]
+
+
+def test_a_model_marked_without_tools_is_sent_none_and_answers_plainly(ref, chat, endpoint, model_server):
+    endpoint.supports_tools = False
+    endpoint.save()
+    model_server.push(answer("a plain answer"))
+    turn = run(ref, chat)
+    assert "tools" not in model_server.requests[0]
+    assert turn.status == "finished" and shape(chat) == [("user", ""), ("assistant", "")]

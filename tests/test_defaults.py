@@ -1,0 +1,44 @@
+"""The defaults of SPEC §13, and the beat schedule a site copies from the docs."""
+import pytest
+from django.test import override_settings
+
+from agent.conf import agent_settings
+
+SPEC_DEFAULTS = {
+    "HISTORY_CHARS": 32_000,
+    "TOOL_RESULT_CHARS": 8_000,
+    "MAX_TOOL_ROUNDS": 8,
+    "MAX_TOOL_CALLS_PER_ROUND": 10,
+    "TURN_DEADLINE_S": 180,
+    "STOP_GRACE_S": 10,
+    "LOCK_LEASE_S": 30,
+    "LOCK_RENEW_S": 10,
+    "CONFIRMATION_TTL_S": 900,
+    "MAX_TURNS_PER_USER": 3,
+    "MAX_FILES_PER_MESSAGE": 5,
+    "MAX_FILE_BYTES": 20 * 1024 * 1024,
+    "OFF_PURPOSE_LIMIT": 3,
+    "CHATS_PAGE": 20,
+    "CHATS_PAGE_MAX": 50,
+    "MESSAGES_PAGE": 50,
+    "MESSAGES_PAGE_MAX": 200,
+    "AUTO_TITLE_CHARS": 60,
+    "MAX_TITLE_CHARS": 200,
+    "MAX_INSTRUCTIONS_CHARS": 4_000,
+    "SOCKET_RECHECK_S": 30,
+    "EXTRACTION_TIMEOUT_S": 30,
+    "PICTURE_MAX_PX": 1568,
+    "RETENTION_DAYS": None,
+    "PURGE_DELETED_DAYS": 30,
+}
+
+
+@pytest.mark.parametrize(("name", "default"), SPEC_DEFAULTS.items(), ids=list(SPEC_DEFAULTS))
+def test_each_setting_defaults_to_what_the_spec_names(name, default):
+    with override_settings(AGENT={}):
+        assert getattr(agent_settings, name) == default
+
+
+def test_a_site_overrides_one_setting_and_keeps_the_others():
+    with override_settings(AGENT={"MAX_TOOL_ROUNDS": 3}):
+        assert (agent_settings.MAX_TOOL_ROUNDS, agent_settings.HISTORY_CHARS) == (3, 32_000)
