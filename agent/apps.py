@@ -9,6 +9,7 @@ class AgentConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks, signals  # noqa: F401  (registers checks and receivers)
+        from .attachments import lifecycle  # noqa: F401  (stored files go with their rows)
         from .tools import registry
 
         registry.autodiscover()

@@ -33,6 +33,11 @@ def message_added(conversation_id: Any, message_id: Any) -> None:
     send_on_commit(topic(conversation_id), MESSAGE_ADDED, conversation=conversation_id, message=message_id)
 
 
+def attachment_processed(conversation_id: Any, attachment_id: Any) -> None:
+    """A file of the chat is ready or failed: the composer reads it again."""
+    send_on_commit(topic(conversation_id), ATTACHMENT_PROCESSED, conversation=conversation_id, attachment=attachment_id)
+
+
 def turn_changed(conversation_id: Any, turn_id: Any, status: str) -> None:
     send_on_commit(topic(conversation_id), TURN_CHANGED, conversation=conversation_id, turn=turn_id, status=status)
 

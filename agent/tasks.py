@@ -26,3 +26,19 @@ def purge_chats() -> int:
     from .retention import purge
 
     return purge()
+
+
+@shared_task(name="agent.process_attachment", ignore_result=True)
+def process_attachment(attachment_id: str) -> None:
+    """Read one uploaded file, once; bounded in time and memory by the extraction itself."""
+    from .attachments import extraction
+
+    extraction.process(attachment_id)
+
+
+@shared_task(name="agent.purge_attachments", ignore_result=True)
+def purge_attachments() -> int:
+    """Remove files left unlinked for longer than ``UNLINKED_FILES_MAX_AGE_S`` (a day)."""
+    from .attachments import lifecycle
+
+    return lifecycle.purge_unlinked()

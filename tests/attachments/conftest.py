@@ -118,10 +118,14 @@ def png_claiming(width: int, height: int) -> bytes:
     )
 
 
-def xlsx_with_sheet_xml(path: Path, rows_xml: Iterable[bytes], *, extra: dict[str, int] | None = None) -> Path:
+def xlsx_with_sheet_xml(
+    path: Path, rows_xml: Iterable[bytes], *, dimension: str | None = None, extra: dict[str, int] | None = None
+) -> Path:
     """An XLSX written entry by entry with zipfile, its sheet's rows streamed (a huge sheet costs no memory).
 
-    ``extra`` adds entries of that many zero bytes (a zip bomb's shape).
+    ``dimension`` is the sheet's declared range, as Excel writes it (without
+    one, openpyxl reads the whole sheet once to size it); ``extra`` adds
+    entries of that many zero bytes (a zip bomb's shape).
     """
     parts = {
         "[Content_Types].xml": (
@@ -154,10 +158,17 @@ def xlsx_with_sheet_xml(path: Path, rows_xml: Iterable[bytes], *, extra: dict[st
         with archive.open("xl/worksheets/sheet1.xml", "w", force_zip64=True) as sheet:
             sheet.write(
                 b'<?xml version="1.0" encoding="UTF-8"?><worksheet xmlns="http://schemas.openxmlformats.org/'
-                b'spreadsheetml/2006/main"><sheetData>'
+                b'spreadsheetml/2006/main">'
+                + (f'<dimension ref="{dimension}"/>'.encode() if dimension else b"")
+                + b"<sheetData>"
             )
+            block: list[bytes] = []
             for row in rows_xml:
-                sheet.write(row)
+                block.append(row)
+                if len(block) == 20_000:
+                    sheet.write(b"".join(block))
+                    block.clear()
+            sheet.write(b"".join(block))
             sheet.write(b"</sheetData></worksheet>")
         for name, size in (extra or {}).items():
             with archive.open(name, "w", force_zip64=True) as entry:
