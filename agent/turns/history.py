@@ -5,14 +5,16 @@ card as a fixed phrase (its outcome, or "waiting"). Left out: tool calls and
 results of earlier turns and other notices: after a loss of rights the model
 must not see old data. The window is filled from the newest back.
 """
+
 from __future__ import annotations
 
 from typing import Any, Iterable, Iterator, Sequence
 
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
+from django.db.models.functions import Length, Substr
 from django.utils.translation import gettext as _
 
-from ..models import Confirmation, Message
+from ..models import Attachment, Confirmation, Message
 
 PAGE = 200
 
@@ -41,17 +43,27 @@ def build(
     return _assemble(reversed(list(messages)), _by_message(attachments), current, limit)
 
 
-def load(conversation_id: Any, current: dict[str, Any], limit: int, *, before_seq: int | None = None,
-         attachments: Iterable[Any] = ()) -> list[dict[str, Any]]:
+def load(
+    conversation_id: Any,
+    current: dict[str, Any],
+    limit: int,
+    *,
+    before_seq: int | None = None,
+    attachments: Iterable[Any] = (),
+) -> list[dict[str, Any]]:
     """``build`` over the chat in the database, read backwards in pages up to the window's end."""
-    return _assemble(_newest_first(conversation_id, before_seq), _by_message(attachments), current, limit)
+    files = _by_message(attachments)
+    return _assemble(_newest_first(conversation_id, before_seq, files, limit), files, current, limit)
 
 
 def user_content(text: str, attachments: Sequence[Any], limit: int) -> str:
-    """The user's text, then each attachment's text cut to its share, or a line naming a picture.
+    """The user's text, then each file: its text cut to its share of ``limit``, or a line naming a picture.
 
     An attachment is anything with ``name``, ``is_picture``, ``text`` and
-    ``text_complete`` (False when extraction already cut it).
+    ``text_complete`` (False when extraction already cut it); ``text_length``,
+    when given, is the length of the whole stored text that ``text`` begins.
+    A file shown in part ends with a line that says so, so the model never
+    takes part of the data for all of it.
     """
     if not attachments:
         return text
@@ -64,26 +76,30 @@ def user_content(text: str, attachments: Sequence[Any], limit: int) -> str:
             parts.append(_("[picture: %(name)s]") % {"name": name})
             continue
         body = getattr(attachment, "text", "") or ""
+        whole = getattr(attachment, "text_length", None)
+        whole = len(body) if whole is None else whole
         shown = body[:share]
         parts.append(_("[file: %(name)s]") % {"name": name} + "\n" + shown)
-        if len(shown) < len(body):
+        if len(shown) < whole:
             parts.append(
                 _("[only part of %(name)s is shown: %(left)d characters were left out]")
-                % {"name": name, "left": len(body) - len(shown)}
+                % {"name": name, "left": whole - len(shown)}
             )
         elif not getattr(attachment, "text_complete", True):
-            parts.append(_("[only part of %(name)s is shown: the file holds more than its extracted text]")
-                         % {"name": name})
+            parts.append(
+                _("[only part of %(name)s is shown: the file holds more than its extracted text]") % {"name": name}
+            )
     return "\n\n".join(parts)
 
 
-def _assemble(newest_first: Iterable[Message], attachments: dict[Any, list[Any]], current: dict[str, Any],
-              limit: int) -> list[dict[str, Any]]:
+def _assemble(
+    newest_first: Iterable[Message], attachments: dict[Any, list[Any]], current: dict[str, Any], limit: int
+) -> list[dict[str, Any]]:
     kept: list[dict[str, Any]] = []
     total = len(current.get("content") or "")
     decided: set[Any] = set()
     for message in newest_first:
-        entry = _entry(message, attachments, decided, limit)
+        entry = _entry(message, attachments, decided, limit - total)
         if entry is None:
             continue
         size = len(entry["content"])
@@ -96,10 +112,10 @@ def _assemble(newest_first: Iterable[Message], attachments: dict[Any, list[Any]]
     return kept
 
 
-def _entry(message: Message, attachments: dict[Any, list[Any]], decided: set[Any], limit: int) -> dict[str, Any] | None:
-    """The model's view of one earlier message, or None when it is left out."""
+def _entry(message: Message, attachments: dict[Any, list[Any]], decided: set[Any], room: int) -> dict[str, Any] | None:
+    """The model's view of one earlier message (``room``: what is left of the window), or None when it is left out."""
     if message.role == Message.Role.USER:
-        return {"role": "user", "content": user_content(message.content, attachments.get(message.pk, []), limit)}
+        return {"role": "user", "content": _fitted(message.content, attachments.get(message.pk, []), room)}
     if message.role == Message.Role.ASSISTANT:
         if message.tool_calls or not message.content:
             return None
@@ -119,6 +135,20 @@ def _entry(message: Message, attachments: dict[Any, list[Any]], decided: set[Any
     return None
 
 
+def _fitted(text: str, files: list[Any], room: int) -> str:
+    """An earlier message's content with its files sharing what is left of the window.
+
+    The headers and left-out lines take room too: a first try that overflows
+    is made again with the files' share smaller by the overflow.
+    """
+    budget = max(room - len(text), 0)
+    content = user_content(text, files, budget)
+    over = len(content) - room
+    if files and over > 0 and budget > 0:
+        content = user_content(text, files, max(budget - over, 0))
+    return content
+
+
 def _card_tool(notice: Message) -> str:
     """The card's ``tool_name`` (SPEC §4); the notice's own copy spares a query when the card is not loaded."""
     if Message.confirmation.is_cached(notice):
@@ -134,20 +164,37 @@ def _is_card(message: Message) -> bool:
     return message.tool_outcome == Message.ToolOutcome.NEEDS_CONFIRMATION and bool(message.confirmation_id)
 
 
-def _newest_first(conversation_id: Any, before_seq: int | None) -> Iterator[Message]:
+def _newest_first(
+    conversation_id: Any, before_seq: int | None, files: dict[Any, list[Any]], limit: int
+) -> Iterator[Message]:
     relevant = (
         Q(role__in=[Message.Role.USER, Message.Role.ASSISTANT])
         | Q(role=Message.Role.TOOL, tool_outcome=Message.ToolOutcome.NEEDS_CONFIRMATION, confirmation__isnull=False)
         | Q(role=Message.Role.NOTICE, notice_code__startswith="confirmation_", confirmation__isnull=False)
     )
-    qs = Message.objects.filter(relevant, conversation_id=conversation_id).select_related("confirmation").only(
-        "id", "seq", "role", "content", "tool_calls", "tool_name", "tool_outcome", "notice_code",
-        "notice_params", "confirmation", "confirmation__tool_name",
+    qs = (
+        Message.objects.filter(relevant, conversation_id=conversation_id)
+        .select_related("confirmation")
+        .only(
+            "id",
+            "seq",
+            "role",
+            "content",
+            "tool_calls",
+            "tool_name",
+            "tool_outcome",
+            "notice_code",
+            "notice_params",
+            "confirmation",
+            "confirmation__tool_name",
+        )
+        .annotate(has_files=Exists(Attachment.objects.filter(message=OuterRef("pk"))))
     )
     upper = before_seq
     while True:
         page_qs = qs if upper is None else qs.filter(seq__lt=upper)
         page = list(page_qs.order_by("-seq")[:PAGE])
+        _read_files(page, files, limit)
         yield from page
         if len(page) < PAGE:
             return
@@ -159,3 +206,22 @@ def _by_message(attachments: Iterable[Any]) -> dict[Any, list[Any]]:
     for attachment in attachments:
         grouped.setdefault(getattr(attachment, "message_id", None), []).append(attachment)
     return grouped
+
+
+def _read_files(page: list[Message], files: dict[Any, list[Any]], limit: int) -> None:
+    """The files of the page's messages, each text cut in SQL to what a window can hold.
+
+    One query, and only for a page where a message has files (``has_files``, from the page's own query).
+    """
+    ids = [m.pk for m in page if m.has_files and m.pk not in files]
+    if not ids:
+        return
+    rows = (
+        Attachment.objects.filter(message_id__in=ids)
+        .annotate(text_length=Length("text"), text_head=Substr("text", 1, max(limit, 1)))
+        .only("id", "message_id", "name", "is_picture", "text_complete")
+        .order_by("created_at", "id")
+    )
+    for row in rows:
+        row.text = row.text_head
+        files.setdefault(row.message_id, []).append(row)

@@ -1,0 +1,93 @@
+"""Pictures for the model (SPEC §9.1): image parts in every round of their own turn only.
+
+The history keeps a line that names each picture (``history.user_content``);
+the pixels go only with the turn that sent them, as JPEG or PNG data URLs no
+larger than ``PICTURE_MAX_PX`` on their longest side.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from typing import Any, Iterable, Sequence
+
+from django.db import transaction
+
+from .. import events
+from ..conf import agent_settings
+from ..models import AgentSettings, Attachment, Endpoint
+
+REFUSED_STATUSES = frozenset({400, 413, 415, 422})
+"""A provider that refuses a request with pictures with one of these is asked again without them."""
+
+
+def user_parts(text: str, pictures: Sequence[Attachment]) -> str | list[dict[str, Any]]:
+    """The user entry's content: ``text`` alone, or a text part followed by one image part per picture."""
+    if not pictures:
+        return text
+    parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    parts += [{"type": "image_url", "image_url": {"url": data_url(p)}} for p in pictures]
+    return parts
+
+
+def data_url(picture: Attachment) -> str:
+    """The stored picture as a data URL, downscaled again if ``PICTURE_MAX_PX`` shrank since it was read."""
+    with picture.file.storage.open(picture.file.name, "rb") as handle:
+        data = handle.read()  # a re-encoded picture, at most PICTURE_MAX_PX square
+    content_type = picture.content_type
+    side = agent_settings.PICTURE_MAX_PX
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as image:
+        if max(image.size) > side:
+            image.thumbnail((side, side))
+            png = content_type == "image/png"
+            out = io.BytesIO()
+            (image if png else image.convert("RGB")).save(out, "PNG" if png else "JPEG", quality=85)
+            data, content_type = out.getvalue(), "image/png" if png else "image/jpeg"
+    return f"data:{content_type};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def with_pictures(messages: list[dict[str, Any]], parts: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The history (ending with the turn's user entry) with that entry's content replaced by ``parts``."""
+    if isinstance(parts, str):
+        return messages
+    return [*messages[:-1], {**messages[-1], "content": parts}]
+
+
+def pictures_of(attachments: Iterable[Attachment]) -> list[Attachment]:
+    return [a for a in attachments if a.is_picture]
+
+
+def endpoint_for(user_settings: Any, attachments: Iterable[Attachment], default: Endpoint | None) -> Endpoint | None:
+    """The endpoint for a turn (SPEC §8.4): with pictures, the user's picture endpoint, else the site's, if enabled."""
+    if not pictures_of(attachments):
+        return default
+    own = getattr(user_settings, "picture_endpoint", None) if user_settings is not None else None
+    if own is not None and own.enabled:
+        return own
+    site = AgentSettings.current().picture_endpoint
+    if site is not None and site.enabled:
+        return site
+    return default
+
+
+def sees_pictures(endpoint: Endpoint | None) -> bool:
+    """Whether the model is known to take images; one that is not is never sent any."""
+    return bool(endpoint is not None and endpoint.supports_images)
+
+
+def refused_pictures(error: Any) -> bool:
+    """A first call with pictures that the provider refused as a request (not 404, not 5xx)."""
+    return getattr(error, "code", None) == "api_error" and getattr(error, "status", None) in REFUSED_STATUSES
+
+
+def unlink(message: Any) -> list[Attachment]:
+    """Take the files off a message, back to the chat's composer (``pictures_not_seen``); tabs are told."""
+    with transaction.atomic():
+        rows = list(Attachment.objects.select_for_update().filter(message=message).defer("text"))
+        Attachment.objects.filter(pk__in=[r.pk for r in rows]).update(message=None)
+        for row in rows:
+            row.message = None
+            events.attachment_processed(row.conversation_id, row.pk)
+    return rows
