@@ -77,12 +77,16 @@ def create_conversation(ref: SessionRef, attrs: Mapping[str, Any], *, impersonat
     return Conversation.objects.create(user=scope.user, title=title, last_message_at=timezone.now())
 
 
+PAGE_SIZE: Any = object()
+"""The default ``limit`` of a listing: the page size its setting names (``CHATS_PAGE``, ``MESSAGES_PAGE``)."""
+
+
 def list_conversations(
-    ref: SessionRef, *, impersonated: bool, limit: int = 20, cursor: str | None = None
+    ref: SessionRef, *, impersonated: bool, limit: int = PAGE_SIZE, cursor: str | None = None
 ) -> Page:
-    """Active chats, newest ``last_message_at`` first, one keyset page at a time."""
+    """Active chats, newest ``last_message_at`` first, one keyset page (``CHATS_PAGE``) at a time."""
     scope = authorize_session(ref, impersonated=impersonated)
-    limit = _clamp(limit, agent_settings.CHATS_PAGE_MAX)
+    limit = _clamp(agent_settings.CHATS_PAGE if limit is PAGE_SIZE else limit, agent_settings.CHATS_PAGE_MAX)
     qs = Conversation.objects.filter(user_id=scope.user_id, status=Conversation.Status.ACTIVE)
     if cursor is not None:
         at, pk = decode_conversation_cursor(cursor)
@@ -186,11 +190,11 @@ def list_messages(
     after: Any = None,
     before: Any = None,
     latest: bool = False,
-    limit: int = 50,
+    limit: int = PAGE_SIZE,
 ) -> list[dict[str, Any]]:
-    """A page of messages, always oldest first; keyset on ``seq``."""
+    """A page of messages (``MESSAGES_PAGE``), always oldest first; keyset on ``seq``."""
     _scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
-    limit = _clamp(limit, agent_settings.MESSAGES_PAGE_MAX)
+    limit = _clamp(agent_settings.MESSAGES_PAGE if limit is PAGE_SIZE else limit, agent_settings.MESSAGES_PAGE_MAX)
     if after is not None and (before is not None or latest):
         raise InvalidCursor()
     qs = Message.objects.filter(conversation=conversation)

@@ -209,7 +209,7 @@ def javascript_catalog(request: HttpRequest) -> HttpResponseBase:
 @api
 def conversation_list(request: HttpRequest, ref: SessionRef, impersonated: bool) -> dict[str, Any]:
     page = conversations.list_conversations(
-        ref, impersonated=impersonated, limit=_int(request.GET.get("limit"), 20), cursor=request.GET.get("cursor")
+        ref, impersonated=impersonated, **_limit(request.GET.get("limit")), cursor=request.GET.get("cursor")
     )
     return {
         "conversations": [conversations.conversation_view(c) for c in page.conversations],
@@ -272,7 +272,7 @@ def message_list(request: HttpRequest, ref: SessionRef, impersonated: bool, conv
     messages = conversations.list_messages(
         ref, conversation_id, impersonated=impersonated,
         after=request.GET.get("after"), before=request.GET.get("before"),
-        latest=request.GET.get("latest") in ("1", "true"), limit=_int(request.GET.get("limit"), 50),
+        latest=request.GET.get("latest") in ("1", "true"), **_limit(request.GET.get("limit")),
     )
     return {"messages": [page_view(m) for m in messages]}
 
@@ -309,10 +309,11 @@ def confirmation_cancel(
     return {"confirmation": {"id": str(card.pk), "status": card.status}}
 
 
-def _int(value: Any, default: int) -> Any:
+def _limit(value: Any) -> dict[str, int]:
+    """The ``limit`` a page asks for, if it asks: without one, the setting's page size applies."""
     if value in (None, ""):
-        return default
+        return {}
     try:
-        return int(value)
+        return {"limit": int(value)}
     except (TypeError, ValueError):
         raise ValidationError({"limit": [gettext("The limit must be a positive integer.")]}) from None

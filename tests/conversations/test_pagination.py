@@ -259,3 +259,14 @@ def test_reading_pages_backwards_from_latest_sees_every_message_once(ref: Sessio
         page = list_messages(ref, long_chat.pk, impersonated=False, before=page[0]["id"], limit=60)
         seen = seqs(page) + seen
     assert seen == list(range(1, 251))
+
+
+def test_the_page_sizes_come_from_the_settings(ref, settings):
+    from agent.conversations import add_message, create_conversation, list_conversations, list_messages
+
+    settings.AGENT = {**settings.AGENT, "CHATS_PAGE": 2, "MESSAGES_PAGE": 3}
+    chats = [create_conversation(ref, {}, impersonated=False) for _ in range(3)]
+    for number in range(4):
+        add_message(ref, chats[0].pk, {"content": f"m{number}"}, impersonated=False)
+    assert len(list_conversations(ref, impersonated=False).conversations) == 2
+    assert [m["content"] for m in list_messages(ref, chats[0].pk, impersonated=False)] == ["m0", "m1", "m2"]
