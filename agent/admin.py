@@ -18,7 +18,7 @@ from django.utils.translation import gettext_lazy as _
 
 from . import conversations
 from .ai import AIError, complete
-from .models import AgentSettings, AIRequest, Confirmation, Conversation, Endpoint, Message, OffPurposeFlag, Turn, UserSettings
+from .models import AgentSettings, AIRequest, Attachment, Confirmation, Conversation, Endpoint, Message, OffPurposeFlag, Turn, UserSettings
 from .turns import monitor
 
 MANAGE = "agent.manage_agent"
@@ -254,3 +254,40 @@ class OffPurposeFlagAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return request.user.has_perm(MANAGE)  # lifting a block early is a staff decision
+
+
+class AttachmentInline(admin.TabularInline):
+    """A chat's files: name, type, size, status; their text only for ``agent.view_chat_content``."""
+
+    model = Attachment
+    extra = 0
+    can_delete = False
+    max_num = 0
+    fields = ["name", "content_type", "size", "status", "error_code", "is_picture", "message", "created_at", "extracted"]
+    readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Attachment]:
+        rows = super().get_queryset(request).order_by("-created_at")
+        return rows if request.user.has_perm(VIEW_CONTENT) else rows.defer("text")
+
+    @admin.display(description=_("text"))
+    def extracted(self, obj: Attachment) -> str:
+        if not self._may_read:
+            return "—"
+        return obj.text[:500]
+
+    def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+        self._may_read = request.user.has_perm(VIEW_CONTENT)
+        return super().get_formset(request, obj, **kwargs)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm(MANAGE)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+ConversationAdmin.inlines = [*ConversationAdmin.inlines, AttachmentInline]

@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import include, path
 
 from . import views
 
@@ -20,4 +20,5 @@ urlpatterns = [
     path("api/conversations/<str:conversation_id>/stop/", views.turn_stop, name="turn_stop"),
     path("api/confirmations/<str:confirmation_id>/confirm/", views.confirmation_confirm, name="confirmation_confirm"),
     path("api/confirmations/<str:confirmation_id>/cancel/", views.confirmation_cancel, name="confirmation_cancel"),
+    path("", include("agent.attachments.urls")),
 ]
