@@ -187,11 +187,17 @@ def _model_backend_only() -> bool:
     return list(settings.AUTHENTICATION_BACKENDS) == [_MODEL_BACKEND] and hasattr(get_user_model(), "user_permissions")
 
 
-def _checked_permissions() -> list[str]:
-    """The permissions a scope answers from its one statement: the assistant's and the tools'."""
-    from .tools.registry import registry
+_READ_WITH_SCOPE = {USE_PERMISSION}
 
-    return sorted({USE_PERMISSION} | {t.permission for t in registry.all() if t.permission})
+
+def read_with_scope(permission: str) -> None:
+    """Have every scope read ``permission`` in its one statement (the tool registry asks this for
+    each tool's permission, so a turn's check covers the tools it may show)."""
+    _READ_WITH_SCOPE.add(permission)
+
+
+def _checked_permissions() -> list[str]:
+    return sorted(_READ_WITH_SCOPE)
 
 
 def _holds(permission: str) -> Exists:

@@ -16,6 +16,7 @@ from django.utils.module_loading import autodiscover_modules
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from ..access import read_with_scope
 from ..conf import agent_settings
 
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -98,6 +99,8 @@ class Registry:
         if tool.name in self._tools and self._tools[tool.name].func is not tool.func:
             raise ImproperlyConfigured(f"Two agent tools are named {tool.name!r}.")
         self._tools[tool.name] = tool
+        if tool.permission:
+            read_with_scope(tool.permission)
         return tool
 
     def unregister(self, name: str) -> None:
