@@ -34,11 +34,11 @@ from .access import SessionRef, authorize_session, is_impersonated, language_for
 from .conf import agent_settings
 from .models import UserSettings
 from .rendering import page_view
+from .routing import WEBSOCKET_PATH
 
 PLACEHOLDER_ID = "00000000-0000-0000-0000-000000000000"
 """Stands for a chat's or card's id in the URL patterns the page fills in."""
 
-WEBSOCKET_PATH = "/ws/agent/"
 
 CSRF_FAILED = "csrf_failed"
 TOO_LARGE = "too_large"
@@ -125,7 +125,7 @@ def chat(request: HttpRequest, conversation_id: Any = None) -> HttpResponse:
     context = {
         "open_conversation": conversation_id or "",
         "urls": _page_urls(),
-        "websocket_path": WEBSOCKET_PATH,
+        "websocket_path": "/" + WEBSOCKET_PATH,
         "login_url": resolve_url(settings.LOGIN_URL),
         "logout_url": resolve_url(logout_url) if logout_url else "",
         "history_chars": agent_settings.HISTORY_CHARS,
