@@ -7,7 +7,6 @@ a lost permission takes effect on the very next call.
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from importlib import import_module
 from typing import Any, Callable
@@ -22,6 +21,7 @@ from django.utils.module_loading import import_string
 
 from . import errors
 from .conf import agent_settings
+from .events import session_group
 
 USE_PERMISSION = "agent.use_agent"
 
@@ -74,18 +74,6 @@ class Scope:
         if self.permissions is not None and permission in self.checked:
             return permission in self.permissions
         return bool(self.user.has_perm(permission))
-
-
-def session_group(session_key: str) -> str:
-    digest = hashlib.sha256(f"agent-session:{session_key}".encode()).hexdigest()[:40]
-    return f"agent.session.{digest}"
-
-
-def user_group(user_id: int) -> str:
-    return f"agent.user.{user_id}"
-
-
-SITE_GROUP = "agent.site"
 
 
 def hijack_detector(request_or_scope: Any) -> bool:

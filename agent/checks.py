@@ -26,12 +26,31 @@ from .tools.registry import registry
 TAG = "agent"
 
 _POSITIVE_INTS = [
-    "HISTORY_CHARS", "TOOL_RESULT_CHARS", "MAX_TOOL_ROUNDS", "MAX_TOOL_CALLS_PER_ROUND",
-    "TURN_DEADLINE_S", "STOP_GRACE_S", "LOCK_LEASE_S", "LOCK_RENEW_S", "QUEUED_REQUEUE_S",
-    "CONFIRMATION_TTL_S", "MAX_TURNS_PER_USER", "MAX_FILES_PER_MESSAGE", "MAX_FILE_BYTES",
-    "OFF_PURPOSE_LIMIT", "CHATS_PAGE", "CHATS_PAGE_MAX", "MESSAGES_PAGE", "MESSAGES_PAGE_MAX",
-    "AUTO_TITLE_CHARS", "MAX_TITLE_CHARS", "MAX_INSTRUCTIONS_CHARS", "WS_MAX_FRAME_BYTES",
-    "WS_FRAMES_PER_10S", "PURGE_DELETED_DAYS",
+    "HISTORY_CHARS",
+    "TOOL_RESULT_CHARS",
+    "MAX_TOOL_ROUNDS",
+    "MAX_TOOL_CALLS_PER_ROUND",
+    "TURN_DEADLINE_S",
+    "STOP_GRACE_S",
+    "LOCK_LEASE_S",
+    "LOCK_RENEW_S",
+    "QUEUED_REQUEUE_S",
+    "CONFIRMATION_TTL_S",
+    "MAX_TURNS_PER_USER",
+    "MAX_FILES_PER_MESSAGE",
+    "MAX_FILE_BYTES",
+    "OFF_PURPOSE_LIMIT",
+    "CHATS_PAGE",
+    "CHATS_PAGE_MAX",
+    "MESSAGES_PAGE",
+    "MESSAGES_PAGE_MAX",
+    "AUTO_TITLE_CHARS",
+    "MAX_TITLE_CHARS",
+    "MAX_INSTRUCTIONS_CHARS",
+    "WS_MAX_FRAME_BYTES",
+    "WS_FRAMES_PER_10S",
+    "SOCKET_RECHECK_S",
+    "PURGE_DELETED_DAYS",
 ]
 _NON_NEGATIVE = ["DAILY_COST_PER_USER", "DAILY_TURNS_PER_USER", "DAILY_COST_SITE", "MODEL_MAX_RETRIES"]
 
@@ -261,3 +280,38 @@ def _is_positive_int(value: Any) -> bool:
 
 def _as_list(value: Any) -> list[str]:
     return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+@register(TAG)
+def check_channel_layer_timeout(app_configs: Any = None, **kwargs: Any) -> list[CheckWarning]:
+    """channels-redis waits for events with a blocking read; a socket timeout no longer than it drops every socket."""
+    from channels_redis.core import RedisChannelLayer
+
+    from .layers import blocking_read_s, cuts_blocking_read, redis_default_socket_timeout, socket_timeout_of
+
+    warnings = []
+    for alias, entry in (getattr(settings, "CHANNEL_LAYERS", None) or {}).items():
+        path = entry.get("BACKEND") if isinstance(entry, dict) else None
+        if not _is_subclass_at(path, RedisChannelLayer):
+            continue
+        backend = import_string(path)
+        read = blocking_read_s(backend)
+        hosts = (entry.get("CONFIG") or {}).get("hosts") or ["redis://localhost:6379"]
+        for host in hosts if isinstance(hosts, (list, tuple)) else []:
+            timeout = socket_timeout_of(host)
+            if not cuts_blocking_read(timeout, backend):
+                continue
+            told = not (isinstance(host, dict) and "socket_timeout" in host) and "socket_timeout=" not in str(host)
+            whose = " (the installed redis-py's default)" if told and timeout == redis_default_socket_timeout() else ""
+            warnings.append(
+                CheckWarning(
+                    f"CHANNEL_LAYERS[{alias!r}] gives Redis a socket timeout of {timeout:g} s{whose}, too close to "
+                    f"the layer's own {read:g} s blocking read for events: every idle websocket is dropped about "
+                    f"{read:g} s after it opens and its tab misses what follows.",
+                    hint="Build the entry with agent.layers.redis_channel_layer(REDIS_URL), or give each host "
+                    f"a socket_timeout of at least {read + 1:g} s, e.g. {{'address': url, 'socket_timeout': "
+                    f"{2 * read:g}}}.",
+                    id="agent.W001",
+                )
+            )
+    return warnings

@@ -1,17 +1,25 @@
 """The chat page's websocket (SPEC §10): thin, every frame through the parts' doors.
 
 Channels reads the session once, at connect, so nothing read then is trusted
-afterwards: each frame and each event is checked with a fresh scope.
+afterwards: each frame is checked with a fresh scope, each event with a scope
+checked at most ``SCOPE_FRESH_S`` ago, and an idle socket checks again at
+least every ``SOCKET_RECHECK_S``. One process's sockets share that work: one
+check per session and one read of a message per user, however many tabs
+are open.
 """
+
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
+import random
 import time
 from collections import deque
 from typing import Any, Awaitable, Callable
 
+from asgiref.sync import sync_to_async
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
@@ -21,7 +29,7 @@ from django.utils.translation import get_supported_language_variant
 from django.utils.translation.trans_real import parse_accept_lang_header
 
 from . import confirmations, conversations, events, turns
-from .access import SITE_GROUP, SessionRef, authorize_session, is_impersonated, language_for, user_group
+from .access import Scope, SessionRef, authorize_session, is_impersonated, language_for
 from .conf import agent_settings
 from .errors import SESSION_REFUSALS, NotFound, Refusal
 from .rendering import page_view
@@ -32,34 +40,55 @@ CLOSE_SESSION_ENDED = 4401
 CLOSE_TOO_LARGE = 4413
 CLOSE_TOO_FAST = 4429
 
+SCOPE_FRESH_S = 1.0
+"""A socket gets content only under a scope checked at most this long ago (SPEC §16)."""
+
 
 class AgentConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
         events.bind_server_loop(asyncio.get_running_loop())
         self.ref = SessionRef.from_scope(self.scope)
         self.impersonated = is_impersonated(self.scope)
-        self.subscribed: set[str] = set()
+        self.shared = SharedReads.of_running_loop()
+        self.subscribed: dict[str, int | None] = {}  # chat → seq of the last message the tab has, if known
+        self.resyncing: set[str] = set()  # chats whose tab was told to resync and has not subscribed again
+        self.joined: set[str] = set()  # every group this channel joined: all are left when the socket ends
         self.frame_times: deque[float] = deque()
-        self.groups_joined: list[str] = []
         self.request_language = request_language(self.scope)
+        self.language = self.request_language or settings.LANGUAGE_CODE
+        self.ended = False
+        self.watcher: asyncio.Task[None] | None = None
         await self.accept()
-        try:
-            scope = await database_sync_to_async(authorize_session)(self.ref, impersonated=self.impersonated)
-        except Refusal as refusal:
-            await self.send_json({"type": "error", "error": refusal.code})
-            await self.close(code=CLOSE_SESSION_ENDED)
+        if not await self._allowed(since=time.monotonic()):
             return
-        self.language = language_for(scope.user_settings, self.request_language)
-        for group in (self.ref.group, user_group(self.ref.user_id), SITE_GROUP):
-            await self.channel_layer.group_add(group, self.channel_name)
-            self.groups_joined.append(group)
+        await self._join(self.ref.group, events.user_group(self.ref.user_id), events.SITE_GROUP)
+        self.watcher = asyncio.ensure_future(self._watch())
         await self.send_json({"type": "ready"})
 
-    async def disconnect(self, code: int) -> None:
-        for group in getattr(self, "groups_joined", []):
-            await self.channel_layer.group_discard(group, self.channel_name)
-        for conversation_id in getattr(self, "subscribed", set()):
-            await self.channel_layer.group_discard(events.topic(conversation_id), self.channel_name)
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """The socket's whole life; its groups are left however it ends, the channel layer failing included."""
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            watcher = getattr(self, "watcher", None)
+            if watcher is not None:
+                watcher.cancel()
+            joined = getattr(self, "joined", None)
+            if joined:
+                # Shielded: when the server stops waiting for this socket, its groups are still left.
+                await asyncio.shield(_detached(events.leave(self.channel_layer, self.channel_name, joined)))
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Channels' dispatch without its database hop before every message.
+
+        Every read here goes through ``database_sync_to_async``, which tidies the
+        thread's connection itself; a hop per socket per event would queue on
+        the process's one database thread.
+        """
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if bytes_data is not None or text_data is None or len(text_data) > agent_settings.WS_MAX_FRAME_BYTES:
@@ -111,25 +140,25 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
             self.ref, conversation_id, self.channel_name, impersonated=self.impersonated
         )
         conversation_id = str(conversations.parse_uuid(conversation_id))  # events name the chat in this form
-        self.subscribed.add(conversation_id)
+        self.joined.add(events.topic(conversation_id))
         after = frame.get("after")
-        messages = await self._call(
-            conversations.list_messages, conversation_id, after=after, latest=after is None
-        )
+        messages = await self._call(conversations.list_messages, conversation_id, after=after, latest=after is None)
+        # Without ``after`` the page holds the chat's latest messages, so none (0) when the chat is empty.
+        self.subscribed[conversation_id] = messages[-1]["seq"] if messages else (0 if after is None else None)
+        self.resyncing.discard(conversation_id)
         with translation.override(self.language):
             views = [page_view(m) for m in messages]
         return {"type": "subscribed", "conversation": conversation_id, "messages": views}
 
     async def frame_unsubscribe(self, frame: dict[str, Any]) -> dict[str, Any]:
         conversation_id = str(conversations.parse_uuid(frame.get("conversation")))
-        self.subscribed.discard(conversation_id)
-        await self.channel_layer.group_discard(events.topic(conversation_id), self.channel_name)
+        self.subscribed.pop(conversation_id, None)
+        self.resyncing.discard(conversation_id)
+        await sync_to_async(conversations.unsubscribe, thread_sensitive=False)(conversation_id, self.channel_name)
         return {"type": "unsubscribed", "conversation": conversation_id}
 
     async def frame_send(self, frame: dict[str, Any]) -> dict[str, Any]:
-        turn = await self._call(
-            turns.start, frame.get("conversation"), frame.get("text"), language=self.language
-        )
+        turn = await self._call(turns.start, frame.get("conversation"), frame.get("text"), language=self.language)
         return {"type": "accepted", "conversation": str(turn.conversation_id), "turn": str(turn.pk)}
 
     async def frame_stop(self, frame: dict[str, Any]) -> dict[str, Any]:
@@ -165,63 +194,240 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
     # -- layer events ---------------------------------------------------------------
 
     async def agent_message_added(self, event: dict[str, Any]) -> None:
-        if event["conversation"] not in self.subscribed:
+        conversation_id = event["conversation"]
+        if conversation_id not in self.subscribed or conversation_id in self.resyncing:
             return
         try:
-            view = await self._call(conversations.get_message, event["conversation"], event["message"])
+            scope = await self._fresh_scope()
+            view = await self.shared.message(scope, conversation_id, event["message"])
         except NotFound:
-            await self._drop_subscription(event["conversation"])
+            await self._drop_subscription(conversation_id)
             return
-        except Refusal:
-            await self.close(code=CLOSE_SESSION_ENDED)
+        except Refusal as refusal:
+            await self._end(refusal.code)
             return
-        with translation.override(self.language):
-            view = page_view(view)
-        await self.send_json({"type": "message", "message": view})
+        have = self.subscribed.get(conversation_id, None)
+        if have is not None and view.seq <= have:
+            return  # the tab has it: it came with the subscribe reply
+        if have is not None and view.seq > have + 1:
+            await self._resync(conversation_id, "missed message")  # an event before this one never came
+            return
+        self.subscribed[conversation_id] = view.seq
+        await self.send(text_data=view.frame(self.language))
 
     async def agent_turn_changed(self, event: dict[str, Any]) -> None:
-        if event["conversation"] in self.subscribed and await self._still_allowed():
+        if event["conversation"] in self.subscribed and await self._allowed():
             await self.send_json({k: event[k] for k in ("conversation", "turn", "status")} | {"type": "turn"})
 
     async def agent_conversation_changed(self, event: dict[str, Any]) -> None:
-        if event["conversation"] not in self.subscribed:
+        conversation_id = event["conversation"]
+        if conversation_id not in self.subscribed:
             return
         try:
-            conversation = await self._call(conversations.authorize_conversation, event["conversation"])
+            scope = await self._fresh_scope()
+            conversation = await database_sync_to_async(conversations.owned_conversation)(scope, conversation_id)
         except NotFound:
-            await self._drop_subscription(event["conversation"])
+            await self._drop_subscription(conversation_id)
             return
-        except Refusal:
-            await self.close(code=CLOSE_SESSION_ENDED)
+        except Refusal as refusal:
+            await self._end(refusal.code)
             return
-        await self.send_json({"type": "conversation", "conversation": conversations.conversation_view(conversation[1])})
+        await self.send_json({"type": "conversation", "conversation": conversations.conversation_view(conversation)})
 
     async def agent_attachment_processed(self, event: dict[str, Any]) -> None:
-        if event["conversation"] in self.subscribed and await self._still_allowed():
+        if event["conversation"] in self.subscribed and await self._allowed():
             await self.send_json({"type": "attachment", **{k: event[k] for k in ("conversation", "attachment")}})
 
     async def agent_session_ended(self, event: dict[str, Any]) -> None:
-        if event.get("final"):
-            await self.send_json({"type": "error", "error": "session_gone"})
-            await self.close(code=CLOSE_SESSION_ENDED)
+        final = event.get("final")
+        if final:
+            await self._end(final if isinstance(final, str) else "session_gone")
             return
-        await self._still_allowed()
+        await self._allowed(since=self.shared.first_seen(event.get("id")))
 
-    async def _still_allowed(self) -> bool:
-        """Check the session again; close the socket when it may no longer act."""
-        try:
-            scope = await database_sync_to_async(authorize_session)(self.ref, impersonated=self.impersonated)
-        except Refusal as refusal:
-            await self.send_json({"type": "error", "error": refusal.code})
-            await self.close(code=CLOSE_SESSION_ENDED)
-            return False
+    async def agent_fell_behind(self, event: dict[str, Any]) -> None:
+        """The layer dropped events for this socket: every chat it shows reads what it missed."""
+        for conversation_id in list(self.subscribed):
+            await self._resync(conversation_id, "socket fell behind")
+
+    # -- scope ------------------------------------------------------------------------
+
+    async def _fresh_scope(self, since: float | None = None) -> Scope:
+        """This session's scope, checked at or after ``since`` (by default, within ``SCOPE_FRESH_S``)."""
+        if since is None:
+            since = time.monotonic() - SCOPE_FRESH_S
+        scope = await self.shared.scope(self.ref, self.impersonated, since=since)
         self.language = language_for(scope.user_settings, self.request_language)
+        return scope
+
+    async def _allowed(self, since: float | None = None) -> bool:
+        """Whether the session may still act; if not, the socket is told why and closed."""
+        try:
+            await self._fresh_scope(since)
+        except Refusal as refusal:
+            await self._end(refusal.code)
+            return False
         return True
 
+    async def _end(self, code: str) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        await self.send_json({"type": "error", "error": code})
+        await self.close(code=CLOSE_SESSION_ENDED)
+
+    async def _watch(self) -> None:
+        """Check the session again at least every ``SOCKET_RECHECK_S``, even when no event comes.
+
+        The backstop for revocations that send no signal: a session row deleted
+        or expired, a cached session evicted. Jittered, so that sockets opened
+        together do not all check at once; a check another socket of the
+        session made within the last second counts. Also keeps this channel in
+        its groups, which forget a member after the layer's ``group_expiry``.
+        """
+        interval = agent_settings.SOCKET_RECHECK_S
+        delay = random.uniform(0, interval)
+        joined = time.monotonic()
+        group_expiry = getattr(self.channel_layer, "group_expiry", None)
+        while not self.ended:
+            await asyncio.sleep(delay)
+            delay = random.uniform(0.8 * interval, interval)
+            try:
+                if not await self._allowed():
+                    return
+                if group_expiry and time.monotonic() - joined > group_expiry / 4:
+                    await self._join(*self.joined)
+                    joined = time.monotonic()
+            except Exception as error:  # the database or Redis is away: try again next time
+                logger.warning("agent: a socket could not check its session (%s)", type(error).__name__)
+
+    # -- groups and resync ----------------------------------------------------------------
+
+    async def _join(self, *groups: str) -> None:
+        self.joined.update(groups)
+        await asyncio.gather(*(self.channel_layer.group_add(group, self.channel_name) for group in groups))
+
+    async def _resync(self, conversation_id: str, reason: str) -> None:
+        """Tell the tab to read what it missed, as after a reconnect; hold this chat's messages until it does.
+
+        The page answers ``ready`` by subscribing again from the last message it
+        has, which also brings the chat's turn up to date.
+        """
+        if conversation_id in self.resyncing:
+            return
+        self.resyncing.add(conversation_id)
+        events.count_loss(reason)
+        await self.send_json({"type": "ready", "resync": conversation_id})
+
     async def _drop_subscription(self, conversation_id: str) -> None:
-        self.subscribed.discard(conversation_id)
+        self.subscribed.pop(conversation_id, None)
+        self.resyncing.discard(conversation_id)
         await self.channel_layer.group_discard(events.topic(conversation_id), self.channel_name)
         await self.send_json({"type": "conversation_gone", "conversation": conversation_id})
+
+
+class SharedView:
+    """One read of a message for a process's sockets of its user, and its frame per language."""
+
+    def __init__(self, read: asyncio.Future[dict[str, Any]]) -> None:
+        self.read = read
+        self.done_at: float | None = None
+        self.view: dict[str, Any] = {}
+        self.frames: dict[str, str] = {}
+        read.add_done_callback(self._done)
+
+    def _done(self, read: asyncio.Future[dict[str, Any]]) -> None:
+        self.done_at = time.monotonic()
+        if not read.cancelled() and read.exception() is None:
+            self.view = read.result()
+
+    @property
+    def seq(self) -> int:
+        return int(self.view["seq"])
+
+    def frame(self, language: str) -> str:
+        """The ``message`` frame as sent, rendered once per language (a notice's text is translated)."""
+        if language not in self.frames:
+            with translation.override(language):
+                self.frames[language] = json.dumps({"type": "message", "message": page_view(self.view)})
+        return self.frames[language]
+
+
+class SharedReads:
+    """What one process's sockets share, per event loop: scope checks by session, message reads by user.
+
+    An entry serves only while it is at most ``SCOPE_FRESH_S`` old, so no
+    socket learns through it what a fresh check would refuse.
+    """
+
+    _by_loop: dict[asyncio.AbstractEventLoop, "SharedReads"] = {}
+
+    def __init__(self) -> None:
+        self.checks: dict[tuple[str, Any, bool], tuple[float, asyncio.Future[Scope]]] = {}
+        self.views: dict[tuple[Any, str, str], SharedView] = {}
+        self.revocations: dict[str, float] = {}
+        self.pruned = time.monotonic()
+
+    @classmethod
+    def of_running_loop(cls) -> "SharedReads":
+        loop = asyncio.get_running_loop()
+        shared = cls._by_loop.get(loop)
+        if shared is None:
+            for old in [old for old in cls._by_loop if old.is_closed()]:
+                del cls._by_loop[old]
+            shared = cls._by_loop[loop] = cls()
+        return shared
+
+    async def scope(self, ref: SessionRef, impersonated: bool, *, since: float) -> Scope:
+        """A check of ``ref``'s session begun at or after ``since``: the one in flight or a new one."""
+        key = (ref.session_key, ref.user_id, impersonated)
+        entry = self.checks.get(key)
+        if entry is None or entry[0] < since:
+            check = asyncio.ensure_future(database_sync_to_async(authorize_session)(ref, impersonated=impersonated))
+            entry = self.checks[key] = (time.monotonic(), check)
+            self._prune()
+        return await asyncio.shield(entry[1])  # a socket that closes meanwhile must not cancel the others' check
+
+    async def message(self, scope: Scope, conversation_id: str, message_id: str) -> SharedView:
+        """The message as its user's tabs see it, read once for them all."""
+        key = (scope.user_id, conversation_id, message_id)
+        shared = self.views.get(key)
+        if shared is None or (shared.done_at is not None and time.monotonic() - shared.done_at > SCOPE_FRESH_S):
+            read = asyncio.ensure_future(
+                database_sync_to_async(conversations.message_view)(scope, conversation_id, message_id)
+            )
+            shared = self.views[key] = SharedView(read)
+            self._prune()
+        await asyncio.shield(shared.read)
+        return shared
+
+    def first_seen(self, revocation: str | None) -> float:
+        """When this process first heard of a revocation: a check begun since then sees it."""
+        now = time.monotonic()
+        if not revocation:
+            return now
+        return self.revocations.setdefault(revocation, now)
+
+    def _prune(self) -> None:
+        now = time.monotonic()
+        if now - self.pruned < SCOPE_FRESH_S:
+            return
+        self.pruned = now
+        horizon = now - 2 * SCOPE_FRESH_S
+        self.checks = {k: v for k, v in self.checks.items() if v[0] >= horizon or not v[1].done()}
+        self.views = {k: v for k, v in self.views.items() if v.done_at is None or v.done_at >= horizon}
+        self.revocations = {k: t for k, t in self.revocations.items() if t >= now - 60}
+
+
+_background: set[asyncio.Future[Any]] = set()
+
+
+def _detached(work: Awaitable[Any]) -> asyncio.Future[Any]:
+    """Run ``work`` to its end even if whoever started it is cancelled."""
+    task = asyncio.ensure_future(work)
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+    return task
 
 
 def request_language(scope: dict[str, Any]) -> str | None:

@@ -174,7 +174,12 @@ def _clean_title(title: Any) -> str:
 
 def get_message(ref: SessionRef, conversation_id: Any, message_id: Any, *, impersonated: bool) -> dict[str, Any]:
     """One message of the user's chat, as a client sees it."""
-    _scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
+    return message_view(authorize_session(ref, impersonated=impersonated), conversation_id, message_id)
+
+
+def message_view(scope: Scope, conversation_id: Any, message_id: Any) -> dict[str, Any]:
+    """``get_message`` for a scope checked just now: the sockets of one user share one read."""
+    conversation = owned_conversation(scope, conversation_id)
     pk = parse_uuid(message_id)
     rows = _client_rows(Message.objects.filter(pk=pk, conversation=conversation))
     if not rows:

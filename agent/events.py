@@ -1,16 +1,22 @@
-"""Events on a chat's Channels group, always sent after commit (SPEC §2.3).
+"""Events on the Channels groups of chats and sessions, always sent after commit (SPEC §2.3).
 
 An event carries uuids only; a listener reads what it names through
-``agent.conversations`` with a fresh scope.
+``agent.conversations`` with a fresh scope. The names of every group the
+assistant uses live here, and so does a socket's way of leaving them.
 """
+
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
+import hashlib
 import json
 import logging
 import threading
-from typing import Any
+import time
+import uuid
+from typing import Any, Iterable
 
 from channels.layers import get_channel_layer
 from django.db import transaction
@@ -22,11 +28,33 @@ ATTACHMENT_PROCESSED = "agent.attachment_processed"
 TURN_CHANGED = "agent.turn_changed"
 CONVERSATION_CHANGED = "agent.conversation_changed"
 SESSION_ENDED = "agent.session_ended"
+FELL_BEHIND = "agent.fell_behind"
+"""Never sent: the channel layer gives it to a socket whose buffer had to drop events."""
+
+SITE_GROUP = "agent.site"
+"""Every open socket of the assistant."""
+
+SEND_ATTEMPTS = 3
+LEAVE_GIVE_UP_S = 120.0
+
+losses: collections.Counter[str] = collections.Counter()
+"""Events this process could not deliver, by reason; each was logged and its tabs told to resync."""
 
 
 def topic(conversation_id: Any) -> str:
     """The Channels group of a chat."""
     return f"agent.conv.{conversation_id}"
+
+
+def session_group(session_key: str) -> str:
+    """The Channels group of one session's sockets (a hash, never the key)."""
+    digest = hashlib.sha256(f"agent-session:{session_key}".encode()).hexdigest()[:40]
+    return f"agent.session.{digest}"
+
+
+def user_group(user_id: Any) -> str:
+    """The Channels group of every socket of one user."""
+    return f"agent.user.{user_id}"
 
 
 def message_added(conversation_id: Any, message_id: Any) -> None:
@@ -47,13 +75,50 @@ def conversation_changed(conversation_id: Any) -> None:
     send_on_commit(topic(conversation_id), CONVERSATION_CHANGED, conversation=conversation_id)
 
 
-def session_ended(group: str, *, final: bool = False) -> None:
+def session_ended(group: str, *, final: str | None = None) -> None:
     """Sockets in ``group`` check their session again and close if it is over.
 
-    ``final`` (a logout) closes them without a check: the logout's own request
-    has not flushed the session yet when this is sent.
+    ``final``, a refusal code, closes them with that code and no check: a
+    logout (its request has not flushed the session yet when this is sent),
+    an assistant switched off for everyone or for the user. The event's id
+    lets one process's sockets of one session share their check.
     """
-    send_on_commit(group, SESSION_ENDED, final=final)
+    send_on_commit(group, SESSION_ENDED, final=final, id=uuid.uuid4().hex)
+
+
+def count_loss(reason: str) -> int:
+    """Count and log an event a tab did not get; the caller makes the tab resync."""
+    losses[reason] += 1
+    logger.warning("agent: a tab missed events (%s) and resyncs; %d so far in this process", reason, losses[reason])
+    return losses[reason]
+
+
+async def leave(layer: Any, channel_name: str, groups: Iterable[str]) -> None:
+    """Take a channel out of its groups, retrying while the layer refuses (Redis down, pool busy).
+
+    A channel left behind would keep receiving its chats' events until the
+    group expires, so this gives up only after ``LEAVE_GIVE_UP_S``, and says so.
+    """
+    pending = list(dict.fromkeys(groups))
+    delay, began = 0.05, time.monotonic()
+    while pending:
+        results = await asyncio.gather(
+            *(layer.group_discard(group, channel_name) for group in pending), return_exceptions=True
+        )
+        failed = [exc for exc in results if isinstance(exc, Exception)]
+        pending = [group for group, result in zip(pending, results, strict=True) if isinstance(result, Exception)]
+        if not pending:
+            return
+        if time.monotonic() - began > LEAVE_GIVE_UP_S:
+            losses["groups_left_behind"] += 1
+            logger.error(
+                "agent: a closed socket stays in %d groups until they expire (%s)",
+                len(pending),
+                type(failed[0]).__name__,
+            )
+            return
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 5.0)
 
 
 def send_on_commit(group: str, event_type: str, **payload: Any) -> None:
@@ -74,14 +139,32 @@ def _send_rollback_unsafe(group: str, event: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    future = asyncio.run_coroutine_threadsafe(layer.group_send(group, event), _event_loop())
+    future = asyncio.run_coroutine_threadsafe(_send(layer, group, event), _event_loop())
     future.add_done_callback(lambda done: _log_failure(done, event["type"]))
+
+
+async def _send(layer: Any, group: str, event: dict[str, Any]) -> None:
+    """One group send, tried again briefly when the layer refuses it (a Redis restart, a full pool)."""
+    for attempt in range(SEND_ATTEMPTS):
+        try:
+            await layer.group_send(group, event)
+            return
+        except Exception:
+            if attempt == SEND_ATTEMPTS - 1:
+                raise
+            await asyncio.sleep(0.1 * 3**attempt)
 
 
 def _log_failure(done: concurrent.futures.Future[Any], event_type: str) -> None:
     if not done.cancelled() and done.exception() is not None:
-        # a lost event is recovered by the tab's resync; it never fails the write
-        logger.error("agent: could not send %s (%s)", event_type, type(done.exception()).__name__)
+        # A lost event never fails the write. Its tabs lost their layer too and resync when they reconnect.
+        losses["send_failed"] += 1
+        logger.error(
+            "agent: could not send %s (%s); %d such in this process",
+            event_type,
+            type(done.exception()).__name__,
+            losses["send_failed"],
+        )
 
 
 _server_loop: asyncio.AbstractEventLoop | None = None

@@ -8,6 +8,8 @@ import os
 
 import environ
 
+from agent.layers import redis_channel_layer
+
 env = environ.Env()
 
 DEBUG = False
@@ -56,12 +58,7 @@ ASGI_APPLICATION = "tests.asgi.application"
 
 DATABASES = {"default": env.db("DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/agent")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-CHANNEL_LAYERS = {
-    "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [env.str("REDIS_URL", default="redis://127.0.0.1:6379/5")]},
-    }
-}
+CHANNEL_LAYERS = {"default": redis_channel_layer(env.str("REDIS_URL", default="redis://127.0.0.1:6379/5"))}
 
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="redis://127.0.0.1:6379/6")
 CELERY_TASK_IGNORE_RESULT = True

@@ -1,4 +1,4 @@
-"""Someone else's chat, for the events tests."""
+"""Fixtures of the events tests: someone else's chat, a channel layer of each test's own."""
 
 from __future__ import annotations
 
@@ -16,3 +16,13 @@ def others_chat(db: Any) -> Conversation:
     row = ConversationFactory()
     append_message(row.pk, role=Message.Role.USER, content="someone else's words")
     return Conversation.objects.get(pk=row.pk)
+
+
+@pytest.fixture(autouse=True)
+def _a_channel_layer_per_test() -> Any:
+    """Each test runs on its own event loop, and channels-redis keeps per-channel locks bound to one loop."""
+    from channels.layers import channel_layers
+
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()

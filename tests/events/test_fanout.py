@@ -1,0 +1,206 @@
+"""Fan-out to many tabs (SPEC §2.3, §14): one check per session and one read per user, fresh, and no silent loss."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import Any
+
+import pytest
+import redis
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings as django_settings
+from django.contrib.sessions.models import Session
+from django.db import connection
+from django.test import Client
+from django.utils import timezone
+
+from agent import consumers, conversations, events
+from agent.access import SessionRef
+from agent.consumers import SCOPE_FRESH_S
+from agent.layers import redis_channel_layer
+from agent.models import Conversation, Message
+from tests.conftest import login
+from tests.events.sockets import close_code, opened, subscribed
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
+
+REDIS_URL = django_settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"][0]["address"]
+
+
+@pytest.fixture(autouse=True)
+def _no_periodic_checks(settings: Any) -> None:
+    """Only the events under test check the session here."""
+    settings.AGENT = {**settings.AGENT, "SOCKET_RECHECK_S": 3600}
+
+
+class Calls:
+    """Counts the calls of a function of the app, which still runs."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> None:
+        self.count = 0
+        real = getattr(owner, name)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.count += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, counted)
+
+
+def append(chat: Conversation, content: str) -> Message:
+    return conversations.append_message(chat.pk, role=Message.Role.ASSISTANT, content=content)
+
+
+async def stale_checks() -> None:
+    """Let every scope check made so far grow older than a socket may use."""
+    await asyncio.sleep(SCOPE_FRESH_S + 0.1)
+
+
+async def test_ten_tabs_of_one_session_cost_one_check_and_one_read_per_message(
+    session: tuple[Client, SessionRef], chat: Conversation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tabs = [await opened(session[0]) for _ in range(10)]
+    for tab in tabs:
+        await subscribed(tab, chat)
+    await stale_checks()
+    checks = Calls(monkeypatch, consumers, "authorize_session")
+    reads = Calls(monkeypatch, conversations, "message_view")
+    message = await sync_to_async(append)(chat, "to every tab")
+    frames = [await tab.receive_json_from(timeout=5) for tab in tabs]
+    assert {frame["message"]["id"] for frame in frames} == {str(message.pk)}
+    assert (checks.count, reads.count) == (1, 1)
+    for tab in tabs:
+        await tab.disconnect()
+
+
+async def test_two_sessions_of_one_user_each_check_their_own_session_and_share_the_read(
+    user: Any, chat: Conversation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clients = [(await sync_to_async(login)(user))[0] for _ in range(2)]
+    tabs = [await opened(client) for client in clients for _ in range(2)]
+    for tab in tabs:
+        await subscribed(tab, chat)
+    await stale_checks()
+    checks = Calls(monkeypatch, consumers, "authorize_session")
+    reads = Calls(monkeypatch, conversations, "message_view")
+    await sync_to_async(append)(chat, "to both sessions")
+    for tab in tabs:
+        assert (await tab.receive_json_from(timeout=5))["type"] == "message"
+    assert (checks.count, reads.count) == (2, 1)
+    for tab in tabs:
+        await tab.disconnect()
+
+
+async def test_a_check_younger_than_a_second_serves_the_next_message_too(
+    session: tuple[Client, SessionRef], chat: Conversation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tab = await opened(session[0])
+    await subscribed(tab, chat)
+    await stale_checks()
+    checks = Calls(monkeypatch, consumers, "authorize_session")
+    for content in ("one", "two"):
+        await sync_to_async(append)(chat, content)
+        assert (await tab.receive_json_from(timeout=5))["message"]["content"] == content
+    assert checks.count == 1
+    await tab.disconnect()
+
+
+async def test_a_tab_whose_session_ends_mid_stream_gets_nothing_stored_after_its_last_fresh_check(
+    session: tuple[Client, SessionRef], chat: Conversation
+) -> None:
+    client, ref = session
+    tab = await opened(client)
+    await subscribed(tab, chat)
+
+    def stream(count: int, gone_after: int) -> Any:
+        """Store ``count`` messages 50 ms apart; the session row goes, with no signal, after ``gone_after``."""
+        gone_at = None
+        for number in range(count):
+            if number == gone_after:
+                Session.objects.filter(session_key=ref.session_key).delete()
+                gone_at = timezone.now()
+            append(chat, f"part {number}")
+            time.sleep(0.05)
+        connection.close()
+        return gone_at
+
+    gone_at = await asyncio.to_thread(stream, 60, 20)
+    code, frames = await close_code(tab, within=5)
+    assert code == 4401
+    delivered = [f["message"]["id"] for f in map(json.loads, frames) if f["type"] == "message"]
+    stored_at = await sync_to_async(
+        lambda: list(Message.objects.filter(pk__in=delivered).values_list("created_at", flat=True))
+    )()
+    assert stored_at and max(stored_at) < gone_at + timezone.timedelta(seconds=SCOPE_FRESH_S)
+    await tab.disconnect()
+
+
+async def test_a_missing_message_event_makes_the_tab_resync_instead_of_showing_a_hole(
+    session: tuple[Client, SessionRef], chat: Conversation, caplog: pytest.LogCaptureFixture
+) -> None:
+    tab = await opened(session[0])
+    await subscribed(tab, chat)
+    # given: the layer loses the event of the chat's first message (the tab's channel is out of the group meanwhile)
+    layer = get_channel_layer()
+    group = f"asgi:group:{events.topic(chat.pk)}".encode()
+    store = redis.Redis.from_url(REDIS_URL)
+    (channel,) = store.zrange(group, 0, -1)
+    probe = f"agenttest.{time.monotonic_ns()}"
+    await layer.group_add(events.topic(chat.pk), probe)
+    store.zrem(group, channel)
+    first = await sync_to_async(append)(chat, "lost on the way")
+    assert (await asyncio.wait_for(layer.receive(probe), 5))["message"] == str(first.pk)  # it was sent, to no tab
+    store.zadd(group, {channel: time.time()})
+    store.close()
+    await layer.group_discard(events.topic(chat.pk), probe)
+    lost_before = events.losses["missed message"]
+    # when: the next message arrives
+    with caplog.at_level(logging.WARNING, logger="agent.events"):
+        await sync_to_async(append)(chat, "the next one")
+        frame = await tab.receive_json_from(timeout=5)
+    # then: the tab is told to read what it missed, not shown the second message alone, and the server counts it
+    assert frame == {"type": "ready", "resync": str(chat.pk)}
+    assert events.losses["missed message"] == lost_before + 1 and "missed events" in caplog.text
+    assert await tab.receive_nothing(timeout=0.3)
+    # and the page's answer to ready (subscribe from the last message it has) brings both, in order
+    reply = await subscribed(tab, chat)
+    assert [m["content"] for m in reply["messages"]] == ["lost on the way", "the next one"]
+    assert str(first.pk) == reply["messages"][0]["id"]
+    await sync_to_async(append)(chat, "and on it goes")
+    assert (await tab.receive_json_from(timeout=5))["message"]["content"] == "and on it goes"
+    await tab.disconnect()
+
+
+async def test_a_tab_that_falls_behind_is_told_to_resync(
+    session: tuple[Client, SessionRef], chat: Conversation, settings: Any
+) -> None:
+    settings.CHANNEL_LAYERS = {"default": redis_channel_layer(REDIS_URL, socket_backlog=2)}
+    layer = get_channel_layer()
+    tab = await opened(session[0])
+    await subscribed(tab, chat)
+    # given: another reader in the process keeps taking events off Redis, while this tab's reads wait
+    reader = asyncio.ensure_future(layer.receive(await layer.new_channel()))
+    database_busy = asyncio.ensure_future(sync_to_async(time.sleep)(2))  # the sockets' one database thread
+    lost_before = events.losses["socket fell behind"]
+
+    def store(count: int) -> None:
+        for number in range(count):
+            append(chat, f"burst {number}")
+        connection.close()
+
+    await asyncio.to_thread(store, 6)
+    await database_busy
+    # then: what the tab could take arrives, then the word to resync; nothing after a hole
+    frames = []
+    while (frame := await tab.receive_json_from(timeout=5))["type"] == "message":
+        frames.append(frame["message"]["content"])
+    assert frame == {"type": "ready", "resync": str(chat.pk)}
+    assert frames == [f"burst {n}" for n in range(len(frames))] and len(frames) < 6
+    assert events.losses["socket fell behind"] == lost_before + 1
+    assert await tab.receive_nothing(timeout=0.3)
+    reader.cancel()
+    await tab.disconnect()
