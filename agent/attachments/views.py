@@ -15,6 +15,7 @@ from django.core.files.uploadhandler import FileUploadHandler, StopUpload
 from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
 from django.utils import translation
 from django.utils.translation import get_language
+from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_POST
 
@@ -100,7 +101,7 @@ def _upload(request: HttpRequest, ref: SessionRef, impersonated: bool, conversat
     if cap.too_large:
         raise api.too_large(cap.limit)
     if uploaded is None:
-        raise ValidationError({"file": ValidationError("No file was sent.", code="required")})
+        raise ValidationError({"file": ValidationError(_("No file was sent."), code="required")})
     try:
         attachment = api.add_attachment(ref, conversation_id, uploaded, impersonated=impersonated)
     finally:
