@@ -128,6 +128,14 @@ class UserSettingsAdmin(ManageAgentMixin, admin.ModelAdmin):
     search_fields = ["user__username", "user__email"]
     raw_id_fields = ["user"]
 
+    def save_model(self, request: HttpRequest, obj: UserSettings, form: Any, change: bool) -> None:
+        """An endpoint chosen here is staff's: it may be any endpoint, and the user cannot pick over it."""
+        for field in ("endpoint", "picture_endpoint"):
+            if field in form.changed_data or not change:
+                chosen = getattr(obj, field) is not None
+                setattr(obj, f"{field}_set_by", UserSettings.SetBy.STAFF if chosen else UserSettings.SetBy.NOBODY)
+        super().save_model(request, obj, form, change)
+
 
 class MessageInline(admin.TabularInline):
     model = Message

@@ -42,7 +42,15 @@ _MODEL_FAILED_TEXTS = {
     "budget_exceeded": gettext_lazy("The assistant's spending limit was reached (%(limit)s)."),
 }
 
-CODES = frozenset(_TEXTS) | {MODEL_FAILED}
+ENDPOINT_FALLBACK = "endpoint_fallback"
+
+_FALLBACK_TEXTS = {
+    "disabled": gettext_lazy("Your own model is switched off, so the site's default model answers."),
+    "not_allowed": gettext_lazy("Your own model may no longer be picked, so the site's default model answers."),
+    "gone": gettext_lazy("Your own model was removed, so the site's default model answers."),
+}
+
+CODES = frozenset(_TEXTS) | {MODEL_FAILED, ENDPOINT_FALLBACK}
 
 
 def write(conversation_id: Any, code: str, params: dict[str, Any] | None = None, **fields: Any) -> Message:
@@ -69,6 +77,8 @@ def write_unless_gone(conversation_id: Any, code: str, params: dict[str, Any] | 
 def text(code: str, params: dict[str, Any] | None = None) -> str:
     """The notice in the active language; never provider text or customer data."""
     params = dict(params or {})
+    if code == ENDPOINT_FALLBACK:
+        return str(_FALLBACK_TEXTS.get(params.get("reason", ""), _FALLBACK_TEXTS["disabled"]))
     if code == MODEL_FAILED:
         template = _MODEL_FAILED_TEXTS.get(params.get("code", ""), _MODEL_FAILED_TEXTS["api_error"])
         params.setdefault("status", "?")

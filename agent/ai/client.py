@@ -14,8 +14,8 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.utils import timezone
 
 from ..conf import agent_settings
-from ..models import AIRequest, AgentSettings, Endpoint, UserSettings
-from . import guard, usage
+from ..models import AIRequest, Endpoint
+from . import endpoints, guard, usage
 
 logger = logging.getLogger(__name__)
 
@@ -61,11 +61,8 @@ class Completion:
 
 
 def effective_endpoint(user: Any) -> Endpoint | None:
-    """The user's own endpoint when it is usable, else the site default."""
-    own = UserSettings.objects.filter(user=user).select_related("endpoint").first()
-    if own is not None and own.endpoint is not None and own.endpoint.enabled:
-        return own.endpoint
-    return AgentSettings.current().default_endpoint
+    """The user's own endpoint when it is usable, else the site default (``endpoints.effective`` says why)."""
+    return endpoints.effective(user).endpoint
 
 
 _clients: dict[Any, tuple[tuple[Any, ...], Any]] = {}

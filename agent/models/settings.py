@@ -62,12 +62,24 @@ def language_choices() -> list[tuple[str, str]]:
 
 
 class UserSettings(models.Model):
+    class SetBy(models.TextChoices):
+        """Who chose a personal endpoint: staff may choose any, a user only from the allow-list.
+
+        It stays when the endpoint is deleted, so the turn can tell "gone" from "never set".
+        """
+
+        NOBODY = "", _("nobody")
+        STAFF = "staff", _("staff")
+        USER = "user", _("the user")
+
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_settings")
     enabled = models.BooleanField(_("assistant enabled"), null=True, blank=True, help_text=_("Empty means on."))
     endpoint = models.ForeignKey("agent.Endpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    endpoint_set_by = models.CharField(max_length=8, choices=SetBy.choices, blank=True, editable=False)
     picture_endpoint = models.ForeignKey(
         "agent.Endpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    picture_endpoint_set_by = models.CharField(max_length=8, choices=SetBy.choices, blank=True, editable=False)
     instructions = models.TextField(_("own instructions"), blank=True, validators=[MaxLengthValidator(4000)])
     language = models.CharField(_("language"), max_length=16, blank=True, choices=language_choices)
     daily_cost_cap = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)

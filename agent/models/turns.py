@@ -24,6 +24,8 @@ class Turn(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_turns")
     language = models.CharField(max_length=16)
     endpoint = models.ForeignKey("agent.Endpoint", null=True, on_delete=models.SET_NULL, related_name="+")
+    endpoint_source = models.CharField(max_length=16, blank=True)  # personal, default or fallback (agent.ai.endpoints)
+    endpoint_reason = models.CharField(max_length=16, blank=True)  # why a fallback: disabled, not_allowed, gone
     text = models.TextField()
     attachment_ids = models.JSONField(default=list, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)

@@ -13,7 +13,7 @@ from django.utils.translation import gettext as _
 
 from .. import events
 from ..access import SessionRef, language_for
-from ..ai import effective_endpoint
+from ..ai import effective
 from ..ai import guard
 from ..conf import agent_settings
 from ..conversations import authorize_conversation, validate_user_text
@@ -41,7 +41,8 @@ def start(
         )
     if attachments:
         raise NotFound()  # no attachment can be this chat's until uploads exist (SPEC §9)
-    endpoint = effective_endpoint(scope.user)
+    choice = effective(scope.user, user_settings=scope.user_settings)
+    endpoint = choice.endpoint
     if endpoint is None or not endpoint.enabled:
         raise NotConfigured()
     monitor.sweep(conversation.pk)
@@ -56,7 +57,8 @@ def start(
         turn = Turn.objects.create(
             id=turn_id, conversation=conversation, user=scope.user,
             language=language_for(scope.user_settings, language or get_language()),
-            endpoint=endpoint, text=text, attachment_ids=[], session_key=ref.session_key, user_slot=slot,
+            endpoint=endpoint, endpoint_source=choice.source, endpoint_reason=choice.reason,
+            text=text, attachment_ids=[], session_key=ref.session_key, user_slot=slot,
             admission=admission, deadline_at=timezone.now() + timedelta(seconds=agent_settings.TURN_DEADLINE_S),
         )
         events.turn_changed(conversation.pk, turn.pk, Turn.Status.QUEUED)

@@ -22,7 +22,7 @@ from django.utils.translation import gettext as _
 
 from .. import confirmations, events, notices
 from ..access import Scope, SessionRef, authorize_with
-from ..ai import AIError, Completion, ToolCall, complete, guard, usage
+from ..ai import AIError, Completion, ToolCall, complete, endpoints, guard, usage
 from ..conf import agent_settings
 from ..conversations import append_message
 from ..errors import Forbidden, NotFound, Refusal
@@ -110,6 +110,8 @@ class TurnRunner:
         current = {"role": "user", "content": history.user_content(self.turn.text, [], limit)}
         self.history = history.load(self.turn.conversation_id, current, limit)
         self._store(role=Message.Role.USER, content=self.turn.text, title_from=self.turn.text, users_own=True)
+        if (fallback := endpoints.fallback_to_tell(self.turn)) is not None:
+            self._notice(notices.ENDPOINT_FALLBACK, fallback)  # told once, after the message it answers
         rounds = agent_settings.MAX_TOOL_ROUNDS
         for number in range(1, rounds + 1):
             scope = self.verify(chat=number > 1)  # in round 1 the stored message just proved the chat alive

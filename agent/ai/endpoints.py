@@ -1,0 +1,124 @@
+"""Which endpoint a user's turn uses, and why (SPEC §8.4).
+
+A personal endpoint is set by staff (any endpoint) or picked by the user (only from
+``AgentSettings.selectable_endpoints``). It is used while it is enabled and, for a user's
+pick, still on the allow-list; otherwise the site default answers, and the turn records
+the fallback with its reason so the user can be told once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..models import AgentSettings, Endpoint, Message, Turn, UserSettings
+
+PERSONAL, DEFAULT, FALLBACK = "personal", "default", "fallback"
+DISABLED, NOT_ALLOWED, GONE = "disabled", "not_allowed", "gone"
+FALLBACK_NOTICE = "endpoint_fallback"
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The endpoint in effect (None: none configured), where it comes from, and a fallback's reason."""
+
+    endpoint: Endpoint | None
+    source: str
+    reason: str = ""
+
+
+def effective(user: Any, *, pictures: bool = False, user_settings: Any = None) -> Choice:
+    """The endpoint a turn of ``user`` uses now; with ``pictures``, the one for a turn with pictures.
+
+    ``user_settings`` saves a query when the caller already read the user's row.
+    """
+    own = user_settings if user_settings is not None else _own_settings(user)
+    site = AgentSettings.current()
+    if pictures:
+        return _pictures(own, site)
+    return _choose(own, "endpoint", site, site.default_endpoint)
+
+
+def chosen(user: Any, *, user_settings: Any = None) -> dict[str, Choice]:
+    """Both choices at once, for the panel and the admin: ``{"chat": ..., "pictures": ...}``."""
+    own = user_settings if user_settings is not None else _own_settings(user)
+    site = AgentSettings.current()
+    return {"chat": _choose(own, "endpoint", site, site.default_endpoint), "pictures": _pictures(own, site)}
+
+
+def personal_problem(endpoint: Endpoint | None, set_by: str, allowed: set[int]) -> str:
+    """Why a personal endpoint cannot be used ("" when it can): gone, disabled or not allowed."""
+    if endpoint is None:
+        return GONE if set_by else ""
+    if not endpoint.enabled:
+        return DISABLED
+    if set_by == UserSettings.SetBy.USER and endpoint.pk not in allowed:
+        return NOT_ALLOWED
+    return ""
+
+
+def allowed_ids(site: AgentSettings | None = None) -> set[int]:
+    """The ids of the endpoints users may pick (the allow-list)."""
+    site = site or AgentSettings.current()
+    return set(site.selectable_endpoints.values_list("pk", flat=True))
+
+
+def fallback_to_tell(turn: Turn) -> dict[str, str] | None:
+    """The ``endpoint_fallback`` notice's params when this turn's user has not been told of this
+    fallback yet (None when there is nothing to tell).
+
+    Told means: a notice with the same reason since the user's last turn that did not fall back
+    for that reason. So a fallback is told once, and told again after it was mended and came back.
+    """
+    if turn.endpoint_source != FALLBACK:
+        return None
+    others = Turn.objects.filter(user_id=turn.user_id).exclude(pk=turn.pk)
+    last_other = (
+        others.exclude(endpoint_source=FALLBACK, endpoint_reason=turn.endpoint_reason)
+        .order_by("-created_at")
+        .values_list("created_at", flat=True)
+        .first()
+    )
+    told = Message.objects.filter(
+        conversation__user_id=turn.user_id,
+        role=Message.Role.NOTICE,
+        notice_code=FALLBACK_NOTICE,
+        notice_params__reason=turn.endpoint_reason,
+    )
+    if last_other is not None:
+        told = told.filter(created_at__gt=last_other)
+    return None if told.exists() else {"reason": turn.endpoint_reason}
+
+
+def _own_settings(user: Any) -> UserSettings | None:
+    pk = getattr(user, "pk", user)
+    related = ("endpoint", "picture_endpoint")
+    return UserSettings.objects.filter(user_id=pk).select_related(*related).first()
+
+
+def _choose(own: UserSettings | None, field: str, site: AgentSettings, default: Endpoint | None) -> Choice:
+    """The personal endpoint in ``field`` when usable; else ``default``, as a fallback when one was set."""
+    if own is None:
+        return Choice(default, DEFAULT)
+    endpoint = getattr(own, field)
+    set_by = getattr(own, f"{field}_set_by") or (UserSettings.SetBy.STAFF if endpoint is not None else "")
+    if endpoint is None and not set_by:
+        return Choice(default, DEFAULT)
+    allowed = allowed_ids(site) if set_by == UserSettings.SetBy.USER else set()
+    problem = personal_problem(endpoint, set_by, allowed)
+    if problem:
+        return Choice(default, FALLBACK, problem)
+    return Choice(endpoint, PERSONAL)
+
+
+def _pictures(own: UserSettings | None, site: AgentSettings) -> Choice:
+    """The user's picture endpoint, else the site's (when enabled), else the chat endpoint."""
+    site_pictures = site.picture_endpoint
+    if site_pictures is not None and not site_pictures.enabled:
+        site_pictures = None
+    chat = _choose(own, "endpoint", site, site.default_endpoint)
+    default = site_pictures or chat.endpoint
+    choice = _choose(own, "picture_endpoint", site, default)
+    if choice.source == DEFAULT and site_pictures is None:
+        return chat  # no picture endpoint anywhere: pictures go where the chat goes, for the same reason
+    return choice
