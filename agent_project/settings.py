@@ -89,6 +89,7 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_BEAT_SCHEDULE = {
     "agent-sweep-turns": {"task": "agent.sweep_turns", "schedule": 10.0},
     "agent-purge": {"task": "agent.purge_chats", "schedule": 24 * 3600.0},
+    "agent-purge-attachments": {"task": "agent.purge_attachments", "schedule": 24 * 3600.0},
 }
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -72,6 +72,8 @@ def test_a_site_set_up_as_the_readme_says_carries_a_turn_through_a_read_and_a_co
         visitor.login("/accounts/login/?next=/assistant/", USER, PASSWORD)
         status, page = visitor.get("/assistant/")
         assert status == 200 and "agent/chat.js" in page
+        status, page, _url = visitor.request("/assistant/", headers={"Accept-Language": "ru"})
+        assert '<html lang="ru">' in page and "Новый чат" in page  # the wheel's compiled catalogues are found
         with visitor.websocket("/ws/agent/") as socket:
             assert next_frame(socket)["type"] == "ready"
             chat = visitor.api("/assistant/api/conversations/new/", {})[1]["conversation"]["id"]
