@@ -1,6 +1,6 @@
 from django.urls import include, path
 
-from . import views
+from . import panel, views
 
 app_name = "agent"
 
@@ -20,5 +20,7 @@ urlpatterns = [
     path("api/conversations/<str:conversation_id>/stop/", views.turn_stop, name="turn_stop"),
     path("api/confirmations/<str:confirmation_id>/confirm/", views.confirmation_confirm, name="confirmation_confirm"),
     path("api/confirmations/<str:confirmation_id>/cancel/", views.confirmation_cancel, name="confirmation_cancel"),
+    path("assistant/", panel.page, name="assistant"),
+    path("api/assistant/", panel.settings_api, name="assistant_api"),
     path("", include("agent.attachments.urls")),
 ]

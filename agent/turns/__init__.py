@@ -13,11 +13,10 @@ from django.utils.translation import gettext as _
 
 from .. import events
 from ..access import SessionRef, language_for
-from ..ai import effective
-from ..ai import guard
+from ..ai import effective, guard, limits
 from ..conf import agent_settings
 from ..conversations import authorize_conversation, validate_user_text
-from ..errors import Busy, NotConfigured, NotFound, TooManyTurns
+from ..errors import Blocked, BudgetExceeded, Busy, NotConfigured, NotFound, TooManyTurns
 from ..models import Turn
 from . import locks, monitor
 
@@ -46,14 +45,17 @@ def start(
     if endpoint is None or not endpoint.enabled:
         raise NotConfigured()
     monitor.sweep(conversation.pk)
-    admission = guard.admit(scope.user, "agent.chat")
+    try:
+        admission = guard.admit(scope.user, "agent.chat")
+    except (BudgetExceeded, Blocked) as refusal:
+        raise limits.explained(refusal, scope.user) from None  # which limit, how much, when it frees up
     turn_id = uuid.uuid4()
     with transaction.atomic():
         if not locks.take(locks.chat_lock(conversation.pk), turn_id):
             raise Busy()
         slot = locks.take_user_slot(scope.user_id, turn_id)
         if slot is None:
-            raise TooManyTurns()
+            raise limits.explained(TooManyTurns(), scope.user)
         turn = Turn.objects.create(
             id=turn_id, conversation=conversation, user=scope.user,
             language=language_for(scope.user_settings, language or get_language()),

@@ -1,0 +1,172 @@
+"""The user's own settings, "My assistant" (SPEC §8.3, §8.4, §3.5): what the panel shows and the
+only door for what a user may change there, each call through the check ladder of SPEC §1.
+
+A user may write their instructions, their language and, from the allow-list only, their chat and
+picture models. Caps, the allow-list and an endpoint set by staff are staff's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils.translation import gettext as _
+
+from .access import SessionRef, authorize_session
+from .ai import endpoints, limits
+from .conf import agent_settings
+from .models import AgentSettings, Endpoint, UserSettings
+
+WRITABLE = ("instructions", "language", "endpoint", "picture_endpoint")
+"""The keys ``update`` reads; every other key is ignored."""
+
+SHOWN_LIMITS = (limits.COST_PER_USER, limits.TURNS_PER_USER, limits.OFF_PURPOSE, limits.COST_SITE)
+
+
+def panel(ref: SessionRef, *, impersonated: bool) -> dict[str, Any]:
+    """The panel's data: the models in effect and where each comes from, the models the user may
+    pick, their instructions and language, and their usage against the caps."""
+    scope = authorize_session(ref, impersonated=impersonated)
+    return _view(scope.user, scope.user_settings)
+
+
+def update(ref: SessionRef, attrs: Any, *, impersonated: bool) -> dict[str, Any]:
+    """Write the keys of ``attrs`` that a user may change, all or none; ValidationError by field.
+
+    ``endpoint`` / ``picture_endpoint``: an endpoint id from the allow-list, or empty to follow the
+    site again; refused when the allow-list is empty or staff set that endpoint.
+    """
+    scope = authorize_session(ref, impersonated=impersonated)
+    if not isinstance(attrs, dict):
+        raise ValidationError({"__all__": [_("The settings must be an object.")]})
+    changes = {key: attrs[key] for key in WRITABLE if key in attrs}
+    with transaction.atomic():
+        own, _created = UserSettings.objects.select_for_update().get_or_create(user_id=scope.user_id)
+        site = AgentSettings.current()
+        errors: dict[str, list[str]] = {}
+        for key, value in changes.items():
+            try:
+                _apply(own, key, value, site)
+            except ValidationError as invalid:
+                errors[key] = invalid.messages
+        if errors:
+            raise ValidationError(errors)
+        own.save()
+    return _view(scope.user, own)
+
+
+def _apply(own: UserSettings, key: str, value: Any, site: AgentSettings) -> None:
+    """Set one field on the row (unsaved) or raise ValidationError with its messages."""
+    if key == "instructions":
+        if not isinstance(value, str):
+            raise ValidationError(_("The instructions must be text."))
+        limit = agent_settings.MAX_INSTRUCTIONS_CHARS
+        if len(value) > limit:
+            raise ValidationError(_("At most %(max)d characters.") % {"max": limit})
+        own.instructions = value
+    elif key == "language":
+        if value not in ("", *dict(settings.LANGUAGES)):
+            raise ValidationError(_("This language is not offered."))
+        own.language = value
+    else:
+        _pick(own, key, value, site)
+
+
+def _pick(own: UserSettings, field: str, value: Any, site: AgentSettings) -> None:
+    """A user's own pick: only from the allow-list, never over staff's choice."""
+    allowed = endpoints.allowed_ids(site)
+    if not allowed:
+        raise ValidationError(_("Picking a model is not offered."))
+    if _locked(own, field):
+        raise ValidationError(_("Staff chose this model for you; ask them to change it."))
+    if value in (None, ""):
+        setattr(own, field, None)
+        setattr(own, f"{field}_set_by", UserSettings.SetBy.NOBODY)
+        return
+    try:
+        chosen = Endpoint.objects.get(pk=int(value), pk__in=allowed, enabled=True)
+    except (Endpoint.DoesNotExist, TypeError, ValueError):
+        raise ValidationError(_("This model cannot be picked.")) from None
+    if field == "picture_endpoint" and not chosen.supports_images:
+        raise ValidationError(_("This model cannot see pictures."))
+    setattr(own, field, chosen)
+    setattr(own, f"{field}_set_by", UserSettings.SetBy.USER)
+
+
+def _view(user: Any, own: UserSettings | None) -> dict[str, Any]:
+    site = AgentSettings.current()
+    choices = endpoints.chosen(user, user_settings=own)
+    pickable = list(site.selectable_endpoints.filter(enabled=True).order_by("name"))
+    standings = limits.usage(user, only=SHOWN_LIMITS)
+    return {
+        "models": {kind: choice_view(choice) for kind, choice in choices.items()},
+        "picker": {
+            "offered": bool(pickable),
+            "endpoints": [endpoint_view(e) for e in pickable],
+            "endpoint": _picked(own, "endpoint"),
+            "picture_endpoint": _picked(own, "picture_endpoint"),
+            "endpoint_locked": _locked(own, "endpoint"),
+            "picture_endpoint_locked": _locked(own, "picture_endpoint"),
+        },
+        "instructions": own.instructions if own else "",
+        "max_instructions": agent_settings.MAX_INSTRUCTIONS_CHARS,
+        "language": own.language if own else "",
+        "languages": [[code, str(name)] for code, name in settings.LANGUAGES],
+        "usage": [
+            {**s.params(), "reached": s.reached, "message": limits.message(s.params()) if s.reached else None}
+            for s in standings.values()
+            if s.limit != limits.COST_SITE or s.reached  # the site's cap shows only when it stops this user
+        ],
+    }
+
+
+def endpoint_view(endpoint: Endpoint) -> dict[str, Any]:
+    """What a user may see of an endpoint: never its URL or key."""
+    return {
+        "id": endpoint.pk,
+        "name": endpoint.name,
+        "model": endpoint.model,
+        "supports_images": endpoint.supports_images,
+        "supports_tools": endpoint.supports_tools,
+    }
+
+
+def choice_view(choice: endpoints.Choice) -> dict[str, Any]:
+    """A model in effect, where it comes from and, for a fallback, why (with a phrase to show)."""
+    return {
+        "endpoint": endpoint_view(choice.endpoint) if choice.endpoint is not None else None,
+        "source": choice.source,
+        "reason": choice.reason,
+        "explanation": source_text(choice),
+    }
+
+
+def source_text(choice: endpoints.Choice) -> str:
+    """Where a model in effect comes from, in the active language."""
+    if choice.source == endpoints.PERSONAL:
+        return _("Your own model.")
+    if choice.source == endpoints.DEFAULT:
+        return _("The site's default model.")
+    reasons = {
+        endpoints.DISABLED: _("The site's default model: your own model is switched off."),
+        endpoints.NOT_ALLOWED: _("The site's default model: your own model may no longer be picked."),
+        endpoints.GONE: _("The site's default model: your own model was removed."),
+    }
+    return reasons.get(choice.reason, _("The site's default model."))
+
+
+def _picked(own: UserSettings | None, field: str) -> int | None:
+    if own is None or getattr(own, f"{field}_set_by") != UserSettings.SetBy.USER:
+        return None
+    return getattr(own, f"{field}_id")
+
+
+def _locked(own: UserSettings | None, field: str) -> bool:
+    """Staff chose it (a row from before anyone recorded who chose counts as staff's)."""
+    return bool(
+        own is not None
+        and getattr(own, f"{field}_set_by") != UserSettings.SetBy.USER
+        and getattr(own, f"{field}_id") is not None
+    )
