@@ -2,6 +2,5 @@
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 
 from tests.asgi import application as site
-from tests.celery_app import app as celery_app  # noqa: F401  the web process queues turns on the site's app
 
 application = ASGIStaticFilesHandler(site)
