@@ -30,6 +30,7 @@ from django.utils.translation.trans_real import parse_accept_lang_header
 
 from . import confirmations, conversations, events, turns
 from .access import Scope, SessionRef, authorize_session, is_impersonated, language_for
+from .ai import limits
 from .conf import agent_settings
 from .errors import SESSION_REFUSALS, NotFound, Refusal
 from .rendering import page_view
@@ -121,7 +122,8 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
         try:
             reply = await handler(self, content)
         except Refusal as refusal:
-            await self.send_json({"type": "error", "error": refusal.code, "ref": content.get("ref")})
+            explained = limits.client_fields(refusal)  # which limit, how much, when it frees up
+            await self.send_json({"type": "error", "error": refusal.code, **explained, "ref": content.get("ref")})
             if isinstance(refusal, SESSION_REFUSALS):
                 await self.close(code=CLOSE_SESSION_ENDED)
             return

@@ -31,6 +31,7 @@ from django.views.i18n import JavaScriptCatalog
 
 from . import confirmations, conversations, errors, turns
 from .access import SessionRef, authorize_session, is_impersonated, language_for
+from .ai import limits
 from .conf import agent_settings
 from .models import UserSettings
 from .rendering import page_view
@@ -46,7 +47,7 @@ TOO_LARGE = "too_large"
 
 def refusal_response(refusal: errors.Refusal) -> JsonResponse:
     """A refusal as JSON: its code and its class's status, never a stack trace."""
-    return JsonResponse({"error": refusal.code}, status=refusal.http_status)
+    return JsonResponse({"error": refusal.code, **limits.client_fields(refusal)}, status=refusal.http_status)
 
 
 def api(view: Callable[..., Any]) -> Callable[..., HttpResponse]:

@@ -98,7 +98,8 @@ def explained(refusal: Refusal, user: Any) -> Refusal:
     )
     if limit not in _MESSAGES:
         return refusal
-    explained = type(refusal)(**{**refusal.params, **standing(user, limit).params()})
+    params = standing(user, limit).params()
+    explained = type(refusal)(**{**refusal.params, **params, "message": message(params)})
     explained.__cause__ = refusal.__cause__
     return explained
 
@@ -117,6 +118,15 @@ _MESSAGES = {
         "You have %(used)s turns running at once, the most allowed is %(cap)s. Wait for one to finish."
     ),
 }
+
+
+def client_fields(refusal: Refusal) -> dict[str, Any]:
+    """What a client is told of an explained refusal besides its code: the message (in the language
+    of the call that raised it) and the limit's standing; nothing for any other refusal."""
+    if not refusal.params.get("message"):
+        return {}
+    keys = ("limit", "cap", "used", "frees_at")
+    return {"message": refusal.params["message"], "limit": {key: refusal.params.get(key) for key in keys}}
 
 
 def message(params: dict[str, Any]) -> str | None:

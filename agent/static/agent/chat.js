@@ -132,10 +132,11 @@
   // -- HTTP -------------------------------------------------------------------
 
   class ApiError extends Error {
-    constructor(code, fields) {
+    constructor(code, fields, explained) {
       super(code);
       this.code = code;
       this.fields = fields || null;
+      this.explained = explained || ""; // a limit's own words from the server: which, how much, until when
     }
   }
 
@@ -169,7 +170,7 @@
       data = null;
     }
     if (!response.ok) {
-      const failure = new ApiError((data && data.error) || "server", data && data.fields);
+      const failure = new ApiError((data && data.error) || "server", data && data.fields, data && data.message);
       if (SESSION_CODES.has(failure.code)) {
         signedOut(failure.code);
       }
@@ -181,6 +182,9 @@
   function errorText(error) {
     if (error instanceof ApiError && error.code === "invalid" && error.fields) {
       return Object.values(error.fields).flat().join(" ");
+    }
+    if (error instanceof ApiError && error.explained) {
+      return error.explained;
     }
     return refusalText(error instanceof ApiError ? error.code : "server");
   }
@@ -1056,7 +1060,7 @@
     if (waiter) {
       state.pending.delete(String(frame.ref));
       if (frame.type === "error") {
-        waiter.reject(new ApiError(frame.error, frame.fields));
+        waiter.reject(new ApiError(frame.error, frame.fields, frame.message));
       } else {
         waiter.resolve(frame);
       }
