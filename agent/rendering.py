@@ -6,11 +6,13 @@ leak the reader's IP and break the page's Content-Security-Policy).
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from markdown_it import MarkdownIt
 
 from . import notices
+from .tools.registry import registry
 
 _SAFE_SCHEMES = ("http://", "https://", "mailto:")
 
@@ -43,13 +45,75 @@ def render_markdown(text: str) -> str:
 
 
 def page_view(view: dict[str, Any]) -> dict[str, Any]:
-    """A client view with what the page shows for it: an answer's HTML, a notice's text.
+    """A client view with what the page shows for it: an answer's HTML, a notice's text, a tool's
+    title and a card's labelled fields.
 
-    A notice's text is in the active language, so call this under the user's.
+    Every phrase is in the active language, so call this under the user's.
     """
     role = view.get("role")
     if role == "assistant":
         return {**view, "html": render_markdown(view.get("content") or "")}
     if role == "notice":
-        return {**view, "notice_text": notices.text(view.get("notice_code") or "", view.get("notice_params"))}
+        params = dict(view.get("notice_params") or {})
+        if "tool" in params:
+            params["tool"] = tool_title(params["tool"])
+        code = view.get("notice_code") or ""
+        return {**view, "notice_text": notices.text(code, params), "notice_tone": notice_tone(code)}
+    if role == "tool":
+        shown = {**view, "tool_title": tool_title(view.get("tool_name"))}
+        card = view.get("confirmation")
+        if card and "preview" in card:
+            shown["confirmation"] = {**card, "fields": card_fields(view.get("tool_name"), card["preview"])}
+        return shown
     return view
+
+
+_SUCCESS_NOTICES = frozenset({"confirmation_done"})
+_NEUTRAL_NOTICES = frozenset({"stopped", "confirmation_cancelled", "endpoint_fallback", "pictures_not_seen"})
+
+
+def notice_tone(code: str) -> str:
+    """How a notice looks: ``success`` (a change made), ``error`` (something failed), or ``info``."""
+    if code in _SUCCESS_NOTICES:
+        return "success"
+    return "info" if code in _NEUTRAL_NOTICES else "error"
+
+
+def tool_title(name: Any) -> str:
+    """What a person calls a tool, in the active language: its declared title, else its name."""
+    tool = registry.get(name) if isinstance(name, str) else None
+    return tool.display_title() if tool is not None else str(name or "?")
+
+
+def card_fields(name: Any, preview: Any) -> list[dict[str, str]]:
+    """A card's preview as labelled rows, empty values left out.
+
+    With declared labels, only the labelled keys show, in the labels' order, so an
+    internal key never reaches the page; without them, every key shows as it is.
+    """
+    if not isinstance(preview, dict):
+        text = _field_text(preview)
+        return [{"key": "", "label": "", "value": text}] if text else []
+    tool = registry.get(name) if isinstance(name, str) else None
+    labels = {key: str(label) for key, label in tool.labels.items()} if tool is not None and tool.labels else None
+    keys = list(labels) if labels is not None else list(preview)
+    rows = []
+    for key in keys:
+        text = _field_text(preview.get(key))
+        if text:
+            rows.append({"key": key, "label": labels[key] if labels is not None else key, "value": text})
+    return rows
+
+
+def _field_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value.strip() and value
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (int, float)):
+        return str(value)
+    if not value:
+        return ""
+    return json.dumps(value, ensure_ascii=False)

@@ -9,9 +9,10 @@ import json
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, Mapping
 
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.functional import Promise
 from django.utils.module_loading import autodiscover_modules
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -34,6 +35,14 @@ class Tool:
     module: str | None = None
     preview: Callable[..., Any] | None = None
     fingerprint: Callable[..., str] | None = None
+    title: Any = None
+    """What a person calls the tool (``gettext_lazy``), shown on its card and in its steps."""
+    labels: Mapping[str, Any] = field(default_factory=dict)
+    """The preview's keys as a person reads them (``gettext_lazy``); with labels, only these show."""
+
+    def display_title(self) -> str:
+        """The title in the active language, else the tool's name."""
+        return str(self.title) if self.title else self.name
 
     @cached_property
     def validator(self) -> Draft202012Validator:
@@ -129,17 +138,23 @@ def agent_tool(
     module: str | None = None,
     preview: Callable[..., Any] | None = None,
     fingerprint: Callable[..., str] | None = None,
+    title: Any = None,
+    labels: Mapping[str, Any] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare a function as a tool; a bad declaration fails at start-up.
 
     A read runs on the model's call with the session's rights. A write
     (``kind="write"``, with ``module`` and ``preview``) only ever becomes a card.
+    ``title`` and ``labels`` (lazy translations) are what the page shows a person
+    for the tool and its preview's keys.
     """
 
     def declare(func: Callable[..., Any]) -> Callable[..., Any]:
         schema = dict(EMPTY_OBJECT) if parameters is None else parameters
         _validate_declaration(name, kind, description, schema, module, preview)
-        tool = Tool(name, kind, description.strip(), func, schema, permission, module, preview, fingerprint)
+        _validate_words(name, title, labels)
+        tool = Tool(name, kind, description.strip(), func, schema, permission, module, preview, fingerprint,
+                    title, dict(labels or {}))
         registry.register(tool)
         func.agent_tool = tool  # type: ignore[attr-defined]
         return func
@@ -165,3 +180,21 @@ def _validate_declaration(
         raise ImproperlyConfigured(f"{where}: invalid parameters schema: {error.message}") from None
     if kind == "write" and (not module or not callable(preview)):
         raise ImproperlyConfigured(f"{where}: a write tool needs a module and a preview callable.")
+
+
+def _validate_words(name: Any, title: Any, labels: Any) -> None:
+    """A title and labels are phrases: lazy translations (not evaluated here), or non-blank strings."""
+    where = f"agent tool {name!r}"
+    if title is not None and not _is_phrase(title):
+        raise ImproperlyConfigured(f"{where}: title must be a non-blank string or a lazy translation.")
+    if labels is None:
+        return
+    if not isinstance(labels, Mapping):
+        raise ImproperlyConfigured(f"{where}: labels must map preview keys to phrases.")
+    for key, label in labels.items():
+        if not isinstance(key, str) or not _is_phrase(label):
+            raise ImproperlyConfigured(f"{where}: label {key!r} must be a non-blank string or a lazy translation.")
+
+
+def _is_phrase(value: Any) -> bool:
+    return isinstance(value, Promise) or isinstance(value, str) and bool(value.strip())

@@ -5,6 +5,7 @@ import hashlib
 from typing import Any
 
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from agent.tools import agent_tool
 
@@ -13,6 +14,7 @@ from .models import Note
 
 @agent_tool(
     name="notes_search",
+    title=_("Search notes"),
     description="Search the user's notes by words in their title or text. An empty query lists the newest.",
     permission="notes.view_note",
     parameters={
@@ -32,6 +34,7 @@ def notes_search(ctx: Any, query: str = "") -> dict[str, Any]:
 
 @agent_tool(
     name="notes_read",
+    title=_("Read a note"),
     description="Read one of the user's notes in full, by its id.",
     permission="notes.view_note",
     parameters={
@@ -49,11 +52,13 @@ def notes_read(ctx: Any, note_id: int) -> dict[str, Any]:
 
 
 def _create_preview(ctx: Any, title: str, body: str = "") -> dict[str, Any]:
-    return {"action": "Create a note", "title": title, "body": body}
+    return {"title": title, "body": body}
 
 
 @agent_tool(
     name="notes_create",
+    title=_("Create a note"),
+    labels={"title": _("Title"), "body": _("Text")},
     kind="write",
     module="notes",
     description="Create a note for the user. The user confirms it on a card before it is made.",
@@ -76,7 +81,7 @@ def notes_create(ctx: Any, title: str, body: str = "") -> dict[str, Any]:
 
 def _update_preview(ctx: Any, note_id: int, body: str) -> dict[str, Any]:
     note = Note.objects.filter(owner=ctx.user, pk=note_id).first()
-    return {"action": "Change a note", "title": note.title if note else "?", "new text": body}
+    return {"title": note.title if note else "?", "body": body}
 
 
 def _update_fingerprint(ctx: Any, note_id: int, body: str) -> str:
@@ -86,6 +91,8 @@ def _update_fingerprint(ctx: Any, note_id: int, body: str) -> str:
 
 @agent_tool(
     name="notes_update",
+    title=_("Change a note"),
+    labels={"title": _("Note"), "body": _("New text")},
     kind="write",
     module="notes",
     description="Replace the text of one of the user's notes. The user confirms it on a card first.",

@@ -69,7 +69,7 @@ def test_a_proposed_write_waits_on_a_card_and_confirm_makes_it_in_every_tab(brow
     for page in (tab, other):
         card = page.locator(".card")
         expect(card).to_have_attribute("data-status", "waiting")
-        expect(card.locator(".card-preview dt:text-is('title') + dd")).to_have_text("Buy milk")
+        expect(card.locator(".card-preview dt:text-is('Title') + dd")).to_have_text("Buy milk")
         expect(page.locator(".msg-user")).to_have_count(2)
     assert not Note.objects.exists()
 
@@ -78,7 +78,7 @@ def test_a_proposed_write_waits_on_a_card_and_confirm_makes_it_in_every_tab(brow
     for page in (tab, other):
         expect(page.locator(".card")).to_have_attribute("data-status", "done")
         expect(page.locator(".card .card-confirm")).to_be_hidden()
-        expect(page.locator('[data-notice-code="confirmation_done"]')).to_have_text("Done: notes_create.")
+        expect(page.locator('[data-notice-code="confirmation_done"]')).to_have_text("Done: Create a note.")
     assert list(Note.objects.filter(owner=user).values_list("title", flat=True)) == ["Buy milk"]
 
 

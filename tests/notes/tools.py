@@ -5,6 +5,8 @@ import hashlib
 import time
 from typing import Any
 
+from django.utils.translation import gettext_lazy as _
+
 from agent.tools import agent_tool
 
 from .models import Note
@@ -14,6 +16,7 @@ OBJECT = {"type": "object", "additionalProperties": False}
 
 @agent_tool(
     name="notes_search", permission="notes.view_note", description="Search the user's notes by title.",
+    title=_("Search notes"),
     parameters={**OBJECT, "properties": {"query": {"type": "string", "maxLength": 200}}},
 )
 def notes_search(ctx: Any, query: str = "") -> dict[str, Any]:
@@ -23,6 +26,7 @@ def notes_search(ctx: Any, query: str = "") -> dict[str, Any]:
 
 @agent_tool(
     name="notes_read", permission="notes.view_note", description="Read one note by its id.",
+    title=_("Read a note"),
     parameters={**OBJECT, "properties": {"note_id": {"type": "integer", "minimum": 1}}, "required": ["note_id"]},
 )
 def notes_read(ctx: Any, note_id: int) -> dict[str, Any]:
@@ -42,7 +46,8 @@ def notes_wait(ctx: Any, seconds: float = 0) -> dict[str, Any]:
 @agent_tool(
     name="notes_create", kind="write", module="notes", permission="notes.add_note",
     description="Create a note; the user confirms it on a card first.",
-    preview=lambda ctx, title, body="": {"action": "Create a note", "title": title, "body": body},
+    title=_("Create a note"), labels={"title": _("Title"), "body": _("Text")},
+    preview=lambda ctx, title, body="": {"title": title, "body": body},
     parameters={
         **OBJECT, "required": ["title"],
         "properties": {"title": {"type": "string", "minLength": 1, "maxLength": 200}, "body": {"type": "string"}},
@@ -60,7 +65,8 @@ def _current_text(ctx: Any, note_id: int, body: str) -> str:
 @agent_tool(
     name="notes_update", kind="write", module="notes", permission="notes.change_note",
     description="Replace a note's text; the user confirms it on a card first.",
-    preview=lambda ctx, note_id, body: {"action": "Change a note", "new text": body},
+    title=_("Change a note"), labels={"body": _("New text")},
+    preview=lambda ctx, note_id, body: {"body": body},
     fingerprint=_current_text,
     parameters={
         **OBJECT, "required": ["note_id", "body"],

@@ -215,7 +215,7 @@ def test_a_write_becomes_a_waiting_card_and_nothing_is_applied(scope, chat, user
     assert result.confirmation == card
     assert (card.user, card.conversation, card.tool_name, card.call_id) == (user, chat, "notes_create", "call_w")
     assert (card.status, card.arguments) == ("waiting", {"title": "Buy milk"})
-    assert card.preview == {"action": "Create a note", "title": "Buy milk", "body": ""}
+    assert card.preview == {"title": "Buy milk", "body": ""}
     assert card.fingerprint
     assert before + timedelta(seconds=899) < card.expires_at <= timezone.now() + timedelta(seconds=900)
     assert not Note.objects.exists()

@@ -181,7 +181,7 @@ def test_messages_carry_the_answer_html_and_the_notice_text_in_the_users_languag
     (notice,) = last
     assert notice["notice_code"] == "confirmation_cancelled"
     assert notice["confirmation"] == {"id": card_id, "status": "cancelled"}
-    assert notice["notice_text"] == "Cancelled: notes_create."
+    assert notice["notice_text"] == "Cancelled: Create a note."
     assert all("tool_result" not in m or m["tool_result"] is None for m in messages)
 
 

@@ -118,17 +118,6 @@
     return texts[status] || status;
   }
 
-  function outcomeText(outcome) {
-    const texts = {
-      ok: gettext("done"),
-      error: gettext("failed"),
-      denied: gettext("not allowed"),
-      invalid_arguments: gettext("invalid request"),
-      needs_confirmation: gettext("waits for you"),
-    };
-    return texts[outcome] || outcome || "";
-  }
-
   // -- HTTP -------------------------------------------------------------------
 
   class ApiError extends Error {
@@ -529,6 +518,7 @@
       const element = document.createElement("div");
       element.className = "msg msg-notice";
       element.dataset.noticeCode = view.notice_code || "";
+      element.dataset.tone = view.notice_tone || "info";
       element.textContent = view.notice_text || view.notice_code || "";
       return element;
     }
@@ -550,22 +540,32 @@
   }
 
   function toolElement(view) {
+    // One line per step, in words that never contradict the answer: a count only for a step
+    // that worked, and a malformed call reads as the assistant's own retry.
     const summary = view.tool_summary || { name: view.tool_name, outcome: view.tool_outcome };
     const element = document.createElement("div");
     element.className = "msg msg-tool";
     element.dataset.outcome = summary.outcome || "";
-    let text = interpolate(gettext("Step: %(name)s, %(outcome)s"), {
-      name: summary.name || "?",
-      outcome: outcomeText(summary.outcome),
-    }, true);
-    if (summary.count !== null && summary.count !== undefined) {
+    const title = view.tool_title || summary.name || "?";
+    let text = summary.outcome === "ok" ? title : interpolate(stepText(summary.outcome), { title: title }, true);
+    if (summary.outcome === "ok" && summary.count !== null && summary.count !== undefined) {
       text += " · " + interpolate(ngettext("%(count)s item", "%(count)s items", summary.count), { count: summary.count }, true);
     }
-    if (summary.truncated) {
+    if (summary.outcome === "ok" && summary.truncated) {
       text += " · " + gettext("shortened");
     }
     element.textContent = text;
     return element;
+  }
+
+  function stepText(outcome) {
+    const texts = {
+      error: gettext("%(title)s: failed"),
+      denied: gettext("%(title)s: not allowed"),
+      invalid_arguments: gettext("%(title)s: the assistant corrects its request"),
+      needs_confirmation: gettext("%(title)s: waits for you"),
+    };
+    return texts[outcome] || "%(title)s";
   }
 
   function cardElement(view) {
@@ -573,12 +573,18 @@
     const element = document.createElement("section");
     element.className = "msg card";
     element.dataset.confirmation = card.id;
-    element.setAttribute("aria-label", gettext("A change waits for your decision"));
 
+    const header = document.createElement("div");
+    header.className = "card-header";
     const title = document.createElement("h3");
     title.className = "card-title";
-    title.textContent = interpolate(gettext("Confirm this change (%(tool)s)"), { tool: view.tool_name || "?" }, true);
-    element.append(title, previewElement(card.preview));
+    title.id = "card-title-" + card.id;
+    title.textContent = view.tool_title || gettext("Confirm this change");
+    const badge = document.createElement("span");
+    badge.className = "card-state";
+    header.append(title, badge);
+    element.setAttribute("aria-labelledby", title.id);
+    element.append(header, previewElement(card.fields || []));
 
     const buttons = document.createElement("div");
     buttons.className = "card-actions";
@@ -607,27 +613,38 @@
     return element;
   }
 
-  function previewElement(preview) {
-    if (preview && typeof preview === "object" && !Array.isArray(preview)) {
-      const list = document.createElement("dl");
-      list.className = "card-preview";
-      Object.entries(preview).forEach(([key, value]) => {
-        const term = document.createElement("dt");
-        term.textContent = key;
-        const detail = document.createElement("dd");
-        detail.textContent = typeof value === "string" ? value : JSON.stringify(value);
-        list.append(term, detail);
-      });
-      return list;
-    }
-    const text = document.createElement("p");
-    text.className = "card-preview";
-    text.textContent = typeof preview === "string" ? preview : JSON.stringify(preview);
-    return text;
+  function previewElement(fields) {
+    // Labelled rows in the user's language, built on the server; empty ones never arrive.
+    const list = document.createElement("dl");
+    list.className = "card-preview";
+    fields.forEach((field) => {
+      const term = document.createElement("dt");
+      term.textContent = field.label;
+      term.dataset.key = field.key;
+      const detail = document.createElement("dd");
+      detail.textContent = field.value;
+      list.append(term, detail);
+    });
+    list.hidden = !fields.length;
+    return list;
+  }
+
+  function cardStateText(status) {
+    const texts = {
+      waiting: gettext("Waiting"),
+      working: gettext("Working…"),
+      done: gettext("Done"),
+      cancelled: gettext("Cancelled"),
+      expired: gettext("Expired"),
+      stale: gettext("The data changed"),
+      failed: gettext("Failed"),
+    };
+    return texts[status] || status;
   }
 
   function showCardStatus(element, status) {
     element.dataset.status = status;
+    element.querySelector(".card-state").textContent = cardStateText(status);
     element.querySelector(".card-status").textContent = cardStatusText(status);
     const waiting = status === "waiting";
     const actions = element.querySelector(".card-actions");
