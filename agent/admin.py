@@ -5,19 +5,26 @@ session key or an API key; message text needs ``agent.view_chat_content``.
 """
 from __future__ import annotations
 
-from typing import Any
+import csv
+from datetime import date, datetime, time, timedelta
+from typing import Any, Iterator
 
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, QuerySet, Sum
+from django.db import connection
+from django.db.models import Aggregate, Count, F, FloatField, QuerySet, Sum
 from django.db.models.functions import TruncDate
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.urls import reverse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
+from django.http.response import HttpResponseBase
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from . import conversations
-from .ai import AIError, complete
+from .ai import AIError, complete, limits
+from .ai import endpoints as endpoint_rules
 from .models import AgentSettings, AIRequest, Attachment, Confirmation, Conversation, Endpoint, Message, OffPurposeFlag, Turn, UserSettings
 from .turns import monitor
 
@@ -123,7 +130,28 @@ class AgentSettingsAdmin(ManageAgentMixin, admin.ModelAdmin):
 
 @admin.register(UserSettings)
 class UserSettingsAdmin(ManageAgentMixin, admin.ModelAdmin):
-    list_display = ["user", "enabled", "language", "endpoint", "daily_cost_cap", "daily_turns_cap"]
+    list_display = ["user", "enabled", "language", "endpoint_in_effect", "daily_cost_cap", "daily_turns_cap"]
+    readonly_fields = ["endpoint_in_effect", "picture_endpoint_in_effect", "limits_now"]
+
+    @admin.display(description=_("endpoint in effect"))
+    def endpoint_in_effect(self, obj: UserSettings) -> str:
+        return choice_label(endpoint_rules.effective(obj.user, user_settings=obj))
+
+    @admin.display(description=_("picture endpoint in effect"))
+    def picture_endpoint_in_effect(self, obj: UserSettings) -> str:
+        return choice_label(endpoint_rules.effective(obj.user, pictures=True, user_settings=obj))
+
+    @admin.display(description=_("limits now"))
+    def limits_now(self, obj: UserSettings) -> str:
+        """The user's standing against each cap, as the user is told it."""
+        if obj.pk is None:
+            return "—"
+        lines = []
+        for standing in limits.usage(obj.user).values():
+            params = standing.params()
+            text = limits.message(params) if standing.reached else None
+            lines.append(text or _("%(limit)s: %(used)s of %(cap)s (0: no cap)") % params)
+        return " · ".join(str(line) for line in lines)
     list_filter = ["enabled", "language"]
     search_fields = ["user__username", "user__email"]
     raw_id_fields = ["user"]
@@ -241,6 +269,48 @@ class AIRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
     date_hierarchy = "created_at"
     change_list_template = "admin/agent/airequest/change_list.html"
 
+    def get_urls(self) -> list[Any]:
+        wrap = self.admin_site.admin_view
+        return [
+            path("cost/", wrap(self.cost_view), name="agent_airequest_cost"),
+            path("health/", wrap(self.health_view), name="agent_airequest_health"),
+            path("export/", wrap(self.export_view), name="agent_airequest_export"),
+            *super().get_urls(),
+        ]
+
+    def _staff_only(self, request: HttpRequest) -> None:
+        if not request.user.has_perm(MANAGE):
+            raise PermissionDenied
+
+    def cost_view(self, request: HttpRequest) -> HttpResponse:
+        """Cost and turns per user and per day for the last 30 days, as SVG drawn here (no script, no CDN)."""
+        self._staff_only(request)
+        context = {**self.admin_site.each_context(request), "title": _("Cost and turns, last 30 days"),
+                   "opts": self.model._meta, **cost_charts(timezone.localdate())}
+        return TemplateResponse(request, "admin/agent/airequest/cost.html", context)
+
+    def health_view(self, request: HttpRequest) -> HttpResponse:
+        """Each endpoint over the last 24 hours: calls, error rate by code, p50/p95 latency."""
+        self._staff_only(request)
+        context = {**self.admin_site.each_context(request), "title": _("Endpoint health, last 24 hours"),
+                   "opts": self.model._meta, "endpoints": endpoint_health(timezone.now() - timedelta(hours=24))}
+        return TemplateResponse(request, "admin/agent/airequest/health.html", context)
+
+    def export_view(self, request: HttpRequest) -> HttpResponseBase:
+        """The journal from ``start`` to ``end`` (dates, both included) as CSV; without them, the form."""
+        self._staff_only(request)
+        try:
+            start = date.fromisoformat(request.GET["start"])
+            end = date.fromisoformat(request.GET["end"])
+        except (KeyError, ValueError):
+            context = {**self.admin_site.each_context(request), "title": _("Export the journal as CSV"),
+                       "opts": self.model._meta, "today": timezone.localdate().isoformat(),
+                       "invalid": bool(request.GET)}
+            return TemplateResponse(request, "admin/agent/airequest/export.html", context)
+        response = StreamingHttpResponse(journal_csv(start, end), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="agent-journal-{start}-{end}.csv"'
+        return response
+
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
         response = super().changelist_view(request, extra_context)
         changelist = getattr(response, "context_data", {}).get("cl")
@@ -299,3 +369,158 @@ class AttachmentInline(admin.TabularInline):
 
 
 ConversationAdmin.inlines = [*ConversationAdmin.inlines, AttachmentInline]
+
+
+def choice_label(choice: endpoint_rules.Choice) -> str:
+    """An endpoint in effect, marked personal, inherited (the site's) or fallback with its reason."""
+    name = str(choice.endpoint) if choice.endpoint is not None else "—"
+    if choice.source == endpoint_rules.PERSONAL:
+        return _("%(name)s (personal)") % {"name": name}
+    if choice.source == endpoint_rules.FALLBACK:
+        return _("%(name)s (fallback: %(reason)s)") % {"name": name, "reason": choice.reason}
+    return _("%(name)s (inherited)") % {"name": name}
+
+
+CHART_DAYS = 30
+CHART_USERS = 6
+CHART_COLOURS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#9c9c9c"]
+CHART_WIDTH, CHART_HEIGHT, CHART_LEFT, CHART_BOTTOM = 760, 220, 60, 30
+
+
+def cost_charts(today: date) -> dict[str, Any]:
+    """Two stacked bar charts (cost from the journal, turns from the turns), one bar a day, one
+    colour per user (the busiest few, the rest together), and the table they are drawn from."""
+    first = today - timedelta(days=CHART_DAYS - 1)
+    since = timezone.make_aware(datetime.combine(first, time.min))
+    cost_rows = (
+        AIRequest.objects.filter(created_at__gte=since).annotate(day=TruncDate("created_at"))
+        .values("day", "user__username").annotate(amount=Sum("cost_usd")).order_by()
+    )
+    turn_rows = (
+        Turn.objects.filter(created_at__gte=since).annotate(day=TruncDate("created_at"))
+        .values("day", "user__username").annotate(amount=Count("id")).order_by()
+    )
+    cost = {(r["day"], r["user__username"] or "—"): float(r["amount"] or 0) for r in cost_rows}
+    turns = {(r["day"], r["user__username"] or "—"): float(r["amount"]) for r in turn_rows}
+    days = [first + timedelta(days=n) for n in range(CHART_DAYS)]
+    table = sorted({key for key in [*cost, *turns]}, key=lambda key: (key[0], key[1]), reverse=True)
+    return {
+        "cost_chart": _stacked_bars(days, cost, money=True),
+        "turns_chart": _stacked_bars(days, turns, money=False),
+        "rows": [{"day": d, "user": u, "cost": cost.get((d, u), 0), "turns": int(turns.get((d, u), 0))}
+                 for d, u in table],
+    }
+
+
+def _stacked_bars(days: list[date], values: dict[tuple[date, str], float], *, money: bool) -> dict[str, Any]:
+    totals: dict[str, float] = {}
+    for (_day, user), amount in values.items():
+        totals[user] = totals.get(user, 0) + amount
+    top = sorted(totals, key=lambda user: -totals[user])[:CHART_USERS]
+    others = str(_("others"))
+    series = [*top, others] if len(totals) > len(top) else top
+    by_day: dict[date, dict[str, float]] = {day: {} for day in days}
+    for (day, user), amount in values.items():
+        if day in by_day:
+            name = user if user in top else others
+            by_day[day][name] = by_day[day].get(name, 0) + amount
+    peak = max([sum(parts.values()) for parts in by_day.values()] + [0]) or 1
+    plot_height = CHART_HEIGHT - CHART_BOTTOM - 10
+    step = (CHART_WIDTH - CHART_LEFT) / len(days)
+    bars = []
+    for index, day in enumerate(days):
+        bottom = CHART_HEIGHT - CHART_BOTTOM
+        for number, name in enumerate(series):
+            amount = by_day[day].get(name, 0)
+            if not amount:
+                continue
+            height = amount / peak * plot_height
+            bottom -= height
+            label = f"{day} {name}: " + (f"${amount:.4f}" if money else f"{int(amount)}")
+            bars.append({"x": round(CHART_LEFT + index * step + 1, 1), "y": round(bottom, 1),
+                         "width": round(step - 2, 1), "height": round(height, 1),
+                         "colour": CHART_COLOURS[number % len(CHART_COLOURS)], "label": label})
+    ticks = [{"x": round(CHART_LEFT + i * step + step / 2, 1), "label": day.strftime("%d.%m")}
+             for i, day in enumerate(days) if i % 5 == 0]
+    return {
+        "width": CHART_WIDTH, "height": CHART_HEIGHT, "left": CHART_LEFT, "base": CHART_HEIGHT - CHART_BOTTOM,
+        "label_y": CHART_HEIGHT - 10, "top_y": 14, "peak": f"${peak:.2f}" if money else str(int(peak)),
+        "bars": bars, "ticks": ticks,
+        "legend": [{"name": name, "colour": CHART_COLOURS[n % len(CHART_COLOURS)]} for n, name in enumerate(series)],
+    }
+
+
+def endpoint_health(since: datetime) -> list[dict[str, Any]]:
+    """Per endpoint since ``since``: calls, errors by code with their rate, p50/p95 latency of the calls
+    that answered (refused calls never reached the endpoint and are not counted)."""
+    rows = AIRequest.objects.filter(created_at__gte=since).exclude(status=AIRequest.Status.REFUSED)
+    health: dict[Any, dict[str, Any]] = {}
+    names = dict(Endpoint.objects.values_list("pk", "name"))
+    for row in rows.values("endpoint_id").annotate(calls=Count("id")).order_by():
+        health[row["endpoint_id"]] = {"name": names.get(row["endpoint_id"], "—"), "calls": row["calls"],
+                                      "errors": [], "error_rate": 0.0, "p50": None, "p95": None}
+    failed = rows.filter(status=AIRequest.Status.ERROR).values("endpoint_id", "error_code", "http_status")
+    for row in failed.annotate(count=Count("id")).order_by("-count"):
+        entry = health[row["endpoint_id"]]
+        code = row["error_code"] + (f" ({row['http_status']})" if row["http_status"] else "")
+        entry["errors"].append({"code": code, "count": row["count"],
+                                "rate": round(100 * row["count"] / entry["calls"], 1)})
+    for entry in health.values():
+        entry["error_rate"] = round(100 * sum(e["count"] for e in entry["errors"]) / entry["calls"], 1)
+    answered = rows.filter(status=AIRequest.Status.SUCCESS)
+    for endpoint_id, p50, p95 in _latency_percentiles(answered):
+        health[endpoint_id]["p50"], health[endpoint_id]["p95"] = p50, p95
+    return sorted(health.values(), key=lambda entry: -entry["calls"])
+
+
+class _Percentile(Aggregate):
+    """PostgreSQL's continuous percentile of a column, as an aggregate Django groups by."""
+
+    function = "percentile_cont"
+    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
+    output_field = FloatField()
+
+
+def _latency_percentiles(rows: QuerySet[AIRequest]) -> list[tuple[Any, Any, Any]]:
+    """(endpoint id, p50, p95) in milliseconds: in SQL on PostgreSQL, else read and sorted here."""
+    if connection.vendor == "postgresql":
+        found = rows.values("endpoint_id").annotate(
+            p50=_Percentile(F("latency_ms"), fraction=0.5), p95=_Percentile(F("latency_ms"), fraction=0.95)
+        ).order_by()
+        return [(r["endpoint_id"], round(r["p50"]), round(r["p95"])) for r in found]
+    latencies: dict[Any, list[int]] = {}
+    for endpoint_id, latency in rows.values_list("endpoint_id", "latency_ms"):
+        latencies.setdefault(endpoint_id, []).append(latency)
+    result = []
+    for endpoint_id, values in latencies.items():
+        values.sort()
+        result.append((endpoint_id, values[int(0.5 * (len(values) - 1))], values[int(0.95 * (len(values) - 1))]))
+    return result
+
+
+JOURNAL_COLUMNS = [
+    "created_at", "id", "user_id", "username", "endpoint", "source", "task", "model", "status", "error_code",
+    "http_status", "input_tokens", "output_tokens", "cost_usd", "latency_ms", "admission",
+]
+"""What the export holds: never captured content, attribution, or anything of an endpoint but its name."""
+
+
+class _Echo:
+    def write(self, value: str) -> str:
+        return value
+
+
+def journal_csv(start: date, end: date) -> Iterator[str]:
+    """The journal's rows made from ``start`` to the end of ``end``, oldest first, read in chunks."""
+    since = timezone.make_aware(datetime.combine(start, time.min))
+    until = timezone.make_aware(datetime.combine(end + timedelta(days=1), time.min))
+    writer = csv.writer(_Echo())
+    yield writer.writerow(JOURNAL_COLUMNS)
+    rows = (
+        AIRequest.objects.filter(created_at__gte=since, created_at__lt=until).order_by("created_at", "id")
+        .values_list("created_at", "id", "user_id", "user__username", "endpoint__name", "source", "task", "model",
+                     "status", "error_code", "http_status", "input_tokens", "output_tokens", "cost_usd",
+                     "latency_ms", "admission")
+    )
+    for row in rows.iterator(chunk_size=2000):
+        yield writer.writerow([value.isoformat() if isinstance(value, datetime) else value for value in row])
