@@ -25,7 +25,18 @@ from django.utils.translation import gettext_lazy as _
 from . import conversations
 from .ai import AIError, complete, limits
 from .ai import endpoints as endpoint_rules
-from .models import AgentSettings, AIRequest, Attachment, Confirmation, Conversation, Endpoint, Message, OffPurposeFlag, Turn, UserSettings
+from .models import (
+    AgentSettings,
+    AIRequest,
+    Attachment,
+    Confirmation,
+    Conversation,
+    Endpoint,
+    Message,
+    OffPurposeFlag,
+    Turn,
+    UserSettings,
+)
 from .turns import monitor
 
 MANAGE = "agent.manage_agent"
@@ -341,7 +352,9 @@ class AttachmentInline(admin.TabularInline):
     extra = 0
     can_delete = False
     max_num = 0
-    fields = ["name", "content_type", "size", "status", "error_code", "is_picture", "message", "created_at", "extracted"]
+    fields = [
+        "name", "content_type", "size", "status", "error_code", "is_picture", "message", "created_at", "extracted",
+    ]
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Attachment]:

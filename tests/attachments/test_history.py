@@ -179,3 +179,17 @@ def test_unlink_puts_a_messages_files_back_in_the_composer_and_tells_the_chat(
     assert [a.pk for a in attachments.list_unlinked(ref, chat.pk, impersonated=False)] == [photo.pk]
     events = [async_to_sync(layer.receive)(channel) for _ in range(2)]
     assert {"type": "agent.attachment_processed", "conversation": str(chat.pk), "attachment": str(photo.pk)} in events
+
+
+def test_image_parts_reach_the_model_through_the_real_client(
+    ref: SessionRef, chat: Any, user: Any, endpoint: Endpoint, model_server: Any
+) -> None:
+    from agent.ai import complete
+
+    photo = ready(attachments.add_attachment(ref, chat.pk, upload("p.png", picture_bytes()), impersonated=False))
+    current = {"role": "user", "content": history.user_content("what is this?", [photo], 1000)}
+    messages = pictures.with_pictures([current], pictures.user_parts(current["content"], [photo]))
+    complete(endpoint, messages, user=user, source="agent", task="agent.chat")
+    [sent] = model_server.requests[0]["messages"]
+    assert sent["content"][0] == {"type": "text", "text": "what is this?\n\n[picture: p.png]"}
+    assert sent["content"][1]["image_url"]["url"].startswith("data:image/png;base64,")
