@@ -27,7 +27,7 @@ from . import events
 from .access import Scope, SessionRef, authorize_session
 from .conf import agent_settings
 from .errors import InvalidCursor, NotFound
-from .models import Conversation, Message
+from .models import Conversation, Lock, Message
 
 topic = events.topic
 
@@ -244,18 +244,92 @@ def validate_user_text(content: Any) -> str:
     return content
 
 
-def append_message(conversation_id: uuid.UUID, *, title_from: str | None = None, **fields: Any) -> Message:
+class LeaseLost(Exception):
+    """``append_message`` with a lease that is no longer held: nothing was stored."""
+
+
+def append_message(
+    conversation_id: uuid.UUID, *, title_from: str | None = None, lease: tuple[str, Any] | None = None, **fields: Any
+) -> Message:
     """Append a message to a live chat and broadcast it after commit.
 
     Trusts its caller: the turn loop and the cards, after their own checks.
-    The chat's row is updated first, so its row lock orders ``seq``.
+    The chat's row is updated first, so its row lock orders ``seq``. With ``lease`` (a lock's
+    name and holder), nothing is stored unless that lease is held and unexpired, its row
+    locked in the same transaction (``LeaseLost``). On PostgreSQL the lease, the chat's
+    counters and the message are one statement (one round trip, no transaction of its own);
+    elsewhere they are three in a transaction.
     """
     now = timezone.now()
+    title = auto_title(title_from) if title_from else ""
+    message = Message(conversation_id=conversation_id, seq=0, created_at=now, **fields)
+    if connection.vendor == "postgresql":
+        message.seq = _store_in_one(message, title, lease, now)
+        message._state.adding, message._state.db = False, connection.alias
+        events.message_added(conversation_id, message.pk)
+        return message
     with transaction.atomic(savepoint=False):
-        seq = _advance_chat(conversation_id, now, auto_title(title_from) if title_from else "")
-        message = Message.objects.create(conversation_id=conversation_id, seq=seq, created_at=now, **fields)
+        if lease is not None and not _lease_held(lease, now, lock=True):
+            raise LeaseLost()
+        message.seq = _advance_chat(conversation_id, now, title)
+        message.save(force_insert=True)
         events.message_added(conversation_id, message.pk)
     return message
+
+
+def _store_in_one(message: Message, title: str, lease: tuple[str, Any] | None, now: datetime) -> int:
+    """PostgreSQL: the lease (locked ``FOR UPDATE``), the chat's counters and the message, in one
+    statement; the message's ``seq``. The rare refusal is told apart by one more read."""
+    quote = connection.ops.quote_name
+    chat, lock = Conversation._meta, Lock._meta
+    params: list[Any] = []
+    fence = ""
+    if lease is not None:
+        fence = (
+            f"agent_fence AS MATERIALIZED (SELECT 1 FROM {quote(lock.db_table)}"
+            f" WHERE {quote('name')} = %s AND {quote('holder')} = %s AND {quote('expires_at')} > %s FOR UPDATE), "
+        )
+        params += [lease[0], _prep(lock, "holder", lease[1]), _prep(lock, "expires_at", now)]
+    at = _prep(chat, "last_message_at", now)
+    params += [at, at, title, _prep(chat, "id", message.conversation_id), Conversation.Status.DELETED]
+    columns, values = [], []
+    for field in Message._meta.concrete_fields:
+        columns.append(quote(field.column))
+        if field.attname == "seq":
+            values.append(f"agent_chat.{quote('message_count')}")
+        else:
+            values.append("%s")
+            params.append(field.get_db_prep_save(field.pre_save(message, add=True), connection))
+    sql = (
+        f"WITH {fence}agent_chat AS (UPDATE {quote(chat.db_table)} SET"
+        f" {quote('message_count')} = {quote('message_count')} + 1, {quote('last_message_at')} = %s,"
+        f" {quote('updated_at')} = %s, {quote('title')} = CASE WHEN {quote('title')} = '' THEN %s"
+        f" ELSE {quote('title')} END WHERE {quote('id')} = %s AND {quote('status')} <> %s"
+        f"{' AND EXISTS (SELECT 1 FROM agent_fence)' if lease is not None else ''}"
+        f" RETURNING {quote('message_count')}) "
+        f"INSERT INTO {quote(Message._meta.db_table)} ({', '.join(columns)})"
+        f" SELECT {', '.join(values)} FROM agent_chat RETURNING {quote('seq')}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is not None:
+        return int(row[0])
+    if lease is not None and not _lease_held(lease, now, lock=False):
+        raise LeaseLost()
+    raise NotFound()
+
+
+def _lease_held(lease: tuple[str, Any], now: datetime, *, lock: bool) -> bool:
+    """Whether ``holder`` still has the lease; with ``lock``, its row stays locked to the end of the
+    transaction, so no takeover can land before the writes that follow."""
+    name, holder = lease
+    rows = Lock.objects.filter(name=name, holder=holder, expires_at__gt=now)
+    return (rows.select_for_update() if lock else rows).exists()
+
+
+def _prep(meta: Any, name: str, value: Any) -> Any:
+    return meta.get_field(name).get_db_prep_value(value, connection)
 
 
 def _advance_chat(conversation_id: Any, now: datetime, title: str) -> int:
@@ -267,10 +341,9 @@ def _advance_chat(conversation_id: Any, now: datetime, title: str) -> int:
         "last_message_at = %s, updated_at = %s, title = CASE WHEN title = '' THEN %s ELSE title END "
         "WHERE id = %s AND status <> %s RETURNING message_count"
     )
-    at = meta.get_field("last_message_at").get_db_prep_value(now, connection)
-    pk = meta.pk.get_db_prep_value(conversation_id, connection)  # type: ignore[union-attr]
+    at = _prep(meta, "last_message_at", now)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [at, at, title, pk, Conversation.Status.DELETED])
+        cursor.execute(sql, [at, at, title, _prep(meta, "id", conversation_id), Conversation.Status.DELETED])
         row = cursor.fetchone()
     if row is None:
         raise NotFound()

@@ -5,8 +5,8 @@ import logging
 import os
 import threading
 import time
-from datetime import datetime
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -112,13 +112,15 @@ def complete(
     attribution: dict[str, Any] | None = None,
     capture: bool = False,
     deadline: datetime | None = None,
+    budget: guard.Verdict | None = None,
 ) -> Completion:
     """Call the model once; the journal row is written before this returns or raises.
 
     ``messages`` and ``tools`` must be plain JSON: they go to the SDK as
     ``extra_body``, which it sends as is (its per-message transform is slow).
     With a ``deadline``, every attempt and every wait between retries ends by it: a call
-    it cuts is ``AIError("deadline")``, journalled as such.
+    it cuts is ``AIError("deadline")``, journalled as such. With an ``admission``, the cost caps
+    are checked first, or taken from ``budget`` when the caller checked them just now.
     """
     journal = {
         "endpoint": endpoint if endpoint is not None and endpoint.pk else None, "user": user,
@@ -130,12 +132,10 @@ def complete(
     if not endpoint.enabled:
         raise _fail(journal, AIError("endpoint_disabled"))
     if admission is not None:
-        try:
-            guard.check(user)
-        except guard.BudgetExceeded as refusal:
+        limit = budget.limit if budget is not None else guard.limit_reached(user)
+        if limit is not None:
             row = AIRequest.objects.create(**journal, status=AIRequest.Status.REFUSED, error_code="budget_exceeded")
-            raise AIError("budget_exceeded", request_id=row.pk, limit=refusal.params.get("limit"),
-                          refused=True) from None
+            raise AIError("budget_exceeded", request_id=row.pk, limit=limit, refused=True)
     body: dict[str, Any] = {"messages": messages}
     if tools:
         body["tools"] = tools
@@ -260,7 +260,8 @@ def _read(response: Any, endpoint: Endpoint, started: float) -> Completion:
         cost = Decimal(str(reported))
     else:
         cost = (
-            Decimal(input_tokens) * endpoint.input_price_per_mtok + Decimal(output_tokens) * endpoint.output_price_per_mtok
+            Decimal(input_tokens) * endpoint.input_price_per_mtok
+            + Decimal(output_tokens) * endpoint.output_price_per_mtok
         ) / Decimal(1_000_000)
     return Completion(
         content=content, tool_calls=calls, model=str(getattr(response, "model", "") or endpoint.model),

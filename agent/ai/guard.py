@@ -2,14 +2,18 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Sum
+from django.db.models import Case, DecimalField, F, Func, OuterRef, Subquery, Sum, When
+from django.db.models.functions import Coalesce
+from django.db.models.lookups import GreaterThan
 from django.utils import timezone
 
+from ..access import slot
 from ..conf import agent_settings
 from ..errors import Blocked, BudgetExceeded
 from ..models import AgentSettings, AIRequest, OffPurposeFlag, Turn, UserSettings
@@ -34,12 +38,85 @@ def admit(user: Any, task: str) -> str:
 
 def check(user: Any, caps: dict[str, Any] | None = None) -> None:
     """The cost caps, checked again before every model call of a turn."""
+    limit = limit_reached(user, caps)
+    if limit is not None:
+        raise BudgetExceeded(limit=limit)
+
+
+def limit_reached(user: Any, caps: dict[str, Any] | None = None) -> str | None:
+    """The cost cap the user's or the site's spending in the window has reached, if any."""
     caps = caps or _caps(user)
     since = timezone.now() - WINDOW
     if caps["cost_per_user"] and _spent(user=user, created_at__gte=since) >= caps["cost_per_user"]:
-        raise BudgetExceeded(limit="cost_per_user")
+        return "cost_per_user"
     if caps["cost_site"] and _spent(created_at__gte=since) >= caps["cost_site"]:
-        raise BudgetExceeded(limit="cost_site")
+        return "cost_site"
+    return None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The cost caps as the caller checked them just now: ``limit`` is the cap reached, or None.
+
+    The turn reads them in its re-check before each model call (``budget_columns``), so
+    ``complete`` need not read them again.
+    """
+
+    limit: str | None = None
+
+
+_MONEY = DecimalField(max_digits=20, decimal_places=8)
+
+
+def budget_columns() -> dict[str, Any]:
+    """``limit_reached`` as columns of a statement on the user row (``access.Columns``): each cap
+    as ``_caps`` picks it, and what was spent in the window only where that cap is set. Filled by
+    ``budget_values()``; read back by ``verdict``."""
+    site = AgentSettings.objects.order_by()
+    own = UserSettings.objects.filter(user=OuterRef("pk"))
+    per_user = Coalesce(
+        Subquery(own.values("daily_cost_cap")[:1]),
+        Subquery(site.values("daily_cost_per_user")[:1]),
+        slot("agent_cost_per_user", _MONEY),
+        output_field=_MONEY,
+    )
+    per_site = Coalesce(
+        Subquery(site.values("daily_cost_site")[:1]), slot("agent_cost_site", _MONEY), output_field=_MONEY
+    )
+    window = AIRequest.objects.filter(created_at__gte=slot("agent_budget_since")).order_by()
+    total = Func(F("cost_usd"), function="SUM", output_field=_MONEY)
+
+    def spent(rows: Any) -> Subquery:
+        return Subquery(rows.annotate(agent_total=total).values("agent_total")[:1], output_field=_MONEY)
+
+    return {
+        "agent_cap_user": per_user,
+        "agent_cap_site": per_site,
+        "agent_spent_user": Case(
+            When(GreaterThan(per_user, 0), then=spent(window.filter(user=OuterRef("pk")))), output_field=_MONEY
+        ),
+        "agent_spent_site": Case(When(GreaterThan(per_site, 0), then=spent(window)), output_field=_MONEY),
+    }
+
+
+def budget_values() -> dict[str, Any]:
+    """The values ``budget_columns`` binds at each run: the settings' caps and the window's start."""
+    return {
+        "agent_cost_per_user": Decimal(str(agent_settings.DAILY_COST_PER_USER)),
+        "agent_cost_site": Decimal(str(agent_settings.DAILY_COST_SITE)),
+        "agent_budget_since": timezone.now() - WINDOW,
+    }
+
+
+def verdict(row: dict[str, Any]) -> Verdict:
+    """``limit_reached`` from a row with ``budget_columns``."""
+    for limit, cap, spent in (
+        ("cost_per_user", row["agent_cap_user"], row["agent_spent_user"]),
+        ("cost_site", row["agent_cap_site"], row["agent_spent_site"]),
+    ):
+        if cap and (spent or 0) >= cap:
+            return Verdict(limit)
+    return Verdict()
 
 
 def cut_marker(content: str) -> tuple[str, str | None]:

@@ -1,7 +1,10 @@
 """The rounds of one turn (SPEC §3.1, §3.2), run in the turn's Celery task.
 
 Every write goes through ``_store``, fenced by the chat's lease in the same
-transaction, so a worker that froze past its lease writes nothing.
+transaction (on PostgreSQL the same statement), so a worker that froze past its
+lease writes nothing. Each check is one statement compiled once per worker
+thread (``access.Columns``) that reads the session, the rights, the turn and its
+leases afresh.
 """
 from __future__ import annotations
 
@@ -21,12 +24,12 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from .. import confirmations, events, notices
-from ..access import Scope, SessionRef, authorize_with
+from ..access import Columns, Scope, SessionRef, authorize_with, slot
 from ..ai import AIError, Completion, ToolCall, complete, endpoints, guard, usage
 from ..conf import agent_settings
-from ..conversations import append_message
+from ..conversations import LeaseLost, append_message
 from ..errors import Forbidden, NotFound, Refusal
-from ..models import AgentSettings, Conversation, Message, Turn
+from ..models import AgentSettings, Confirmation, Conversation, Message, Turn
 from ..tools import execute_as, registry, visible_for
 from . import history, locks, monitor
 from .prompt import system_prompt
@@ -98,14 +101,16 @@ class TurnRunner:
         self.this_turn: list[dict[str, Any]] = []
         self.results: list[tuple[int, dict[str, Any]]] = []  # (round, tool message for the model)
         self.flagged = False
+        self.budget = guard.Verdict()
+        self.site_prompt = ""
 
     # -- the turn ----------------------------------------------------------------
 
     def run(self) -> End:
         """The user's message first (SPEC §3.1), then the rounds, each after its re-check."""
-        self.verify_turn()
-        with self.fenced():  # before the chat is read (SPEC §4)
-            confirmations.settle_lapsed(self.turn.conversation_id)
+        if self.verify_turn():
+            with self.fenced():  # before the chat is read (SPEC §4)
+                confirmations.settle_lapsed(self.turn.conversation_id)
         limit = agent_settings.HISTORY_CHARS
         current = {"role": "user", "content": history.user_content(self.turn.text, [], limit)}
         self.history = history.load(self.turn.conversation_id, current, limit)
@@ -114,11 +119,10 @@ class TurnRunner:
             self._notice(notices.ENDPOINT_FALLBACK, fallback)  # told once, after the message it answers
         rounds = agent_settings.MAX_TOOL_ROUNDS
         for number in range(1, rounds + 1):
-            scope = self.verify(chat=number > 1)  # in round 1 the stored message just proved the chat alive
+            scope = self.verify(budget=True)
             if number == 1:
                 own = scope.user_settings
-                site_prompt = AgentSettings.current().system_prompt
-                self.system = system_prompt(scope.user, site_prompt, own.instructions if own else "")
+                self.system = system_prompt(scope.user, self.site_prompt, own.instructions if own else "")
             if not self.round(scope, number, last=number == rounds):
                 return End(Status.FINISHED)
         self._notice("max_rounds")
@@ -136,7 +140,7 @@ class TurnRunner:
                     tools=[t.definition() for t in shown] or None, user=scope.user, source="agent",
                     task="agent.chat", admission=self.turn.admission or None,
                     attribution={"message": str(answer_id), "turn": str(self.turn.pk)},
-                    capture=agent_settings.CAPTURE_CONTENT, deadline=self.turn.deadline_at,
+                    capture=agent_settings.CAPTURE_CONTENT, deadline=self.turn.deadline_at, budget=self.budget,
                 )
         except AIError as error:
             if error.code == "deadline":
@@ -213,42 +217,53 @@ class TurnRunner:
 
     # -- checks ------------------------------------------------------------------
 
-    def verify(self, *, chat: bool = False) -> Scope:
-        """Everything a step needs, in one statement: no stop asked, the deadline not passed,
-        the leases held, the session live with its rights (and, with ``chat``, the chat there)."""
-        state = self._state()
-        if chat:
-            alive = Conversation.objects.filter(pk=self.turn.conversation_id, user=OuterRef("pk")).exclude(
-                status=Conversation.Status.DELETED
-            )
-            state["agent_chat_alive"] = Exists(alive)
+    def verify(self, *, budget: bool = False) -> Scope:
+        """Everything a step needs, in one statement: no stop asked, the deadline not passed, the
+        leases held, the chat there, the session live with its rights; with ``budget`` (before a
+        model call) also the cost caps and the site's instructions."""
+        values = {"turn": self.turn.pk, "chat": self.turn.conversation_id}
+        if budget:
+            values.update(guard.budget_values())
         try:
-            scope, row = authorize_with(self.ref, impersonated=False, annotations=state)
+            scope, row = authorize_with(
+                self.ref, impersonated=False, annotations=ROUND_CHECK if budget else STEP_CHECK, values=values
+            )
         except Forbidden:
             raise TurnEnded(End(Status.FAILED, "forbidden")) from None
         except Refusal:
             raise TurnEnded(End(Status.FAILED, "session_ended")) from None
         self._judge(row)
-        if chat and not row["agent_chat_alive"]:
+        if not row["agent_chat_alive"]:
             raise TurnEnded(End(Status.FAILED, "chat_gone"))
+        if budget:
+            self.budget = guard.verdict(row)
+            self.site_prompt = row["agent_site_prompt"] or ""
         return scope
 
-    def verify_turn(self) -> None:
+    def verify_turn(self) -> bool:
         """The turn's own state only, in one statement: before the user's message is stored,
-        which a session that ended since ``start`` must not lose."""
-        state = self._state()
-        row = Turn.objects.filter(pk=self.turn.pk).annotate(**state).values(*state).first()
+        which a session that ended since ``start`` must not lose. True when the chat has cards
+        past their time to settle before it is read."""
+        now = timezone.now()
+        lapsed = Confirmation.objects.filter(
+            conversation_id=OuterRef("conversation_id"), status=Confirmation.Status.WAITING, expires_at__lte=now
+        )
+        row = (
+            Turn.objects.filter(pk=self.turn.pk)
+            .annotate(agent_leases=locks.leases_held(OuterRef("pk"), now), agent_lapsed=Exists(lapsed))
+            .values("status", "stop_requested_at", "agent_leases", "agent_lapsed")
+            .first()
+        )
         if row is None:
             raise TurnEnded(End(Status.FAILED, "chat_gone"))  # deleted with its user or chat
-        self._judge(row)
-
-    def _state(self) -> dict[str, Any]:
-        turn = Turn.objects.filter(pk=self.turn.pk)
-        return {
-            "agent_turn_status": Subquery(turn.values("status")[:1]),
-            "agent_stop_asked": Exists(turn.filter(stop_requested_at__isnull=False)),
-            "agent_leases": locks.leases_held(self.turn),
-        }
+        self._judge(
+            {
+                "agent_turn_status": row["status"],
+                "agent_stop_asked": row["stop_requested_at"] is not None,
+                "agent_leases": row["agent_leases"],
+            }
+        )
+        return bool(row["agent_lapsed"])
 
     def _judge(self, row: dict[str, Any]) -> None:
         if row["agent_stop_asked"]:
@@ -287,14 +302,14 @@ class TurnRunner:
         return message
 
     def _store_result(self, call: ToolCall, outcome: str, result: Any, card: Any, answer: Message, number: int) -> None:
-        text = json.dumps(result, ensure_ascii=False, default=str)
+        text = json.dumps(result, ensure_ascii=False, default=str)  # what the model is sent, and stored
         limit = agent_settings.TOOL_RESULT_CHARS
         truncated = len(text) > limit
         if truncated:
             text = text[:limit]
         self._store(
             role=Message.Role.TOOL, tool_name=call.name[:64], tool_call_id=call.id[:128], tool_outcome=outcome,
-            tool_result=text if truncated else result, tool_result_truncated=truncated, confirmation=card,
+            tool_result=text if truncated else json.loads(text), tool_result_truncated=truncated, confirmation=card,
             assistant_message=answer,
         )
         message = {"role": "tool", "tool_call_id": call.id, "content": text}
@@ -307,21 +322,54 @@ class TurnRunner:
     def _store(self, *, title_from: str | None = None, off_purpose: str | None = None, users_own: bool = False,
                **fields: Any) -> Message:
         """Append a message of this turn, with what goes with it (the off-purpose flag, the turn's
-        link to the user's message), only while the turn still holds the chat's lease."""
+        link to the user's message), only while the turn still holds the chat's lease: checked and
+        locked in the statement that stores it, and what goes with it in the same transaction."""
+        lease = (locks.chat_lock(self.turn.conversation_id), self.turn.pk)
+        flag = off_purpose is not None and not self.flagged
+        # Alone, the message's one statement is atomic. A transaction when more goes with it, or a
+        # savepoint inside a caller's transaction, so a refused message leaves that one usable.
+        own = flag or users_own or transaction.get_connection().in_atomic_block
         try:
-            with self.fenced():
-                message = append_message(self.turn.conversation_id, turn=self.turn, title_from=title_from, **fields)
-                if off_purpose is not None and not self.flagged:
+            with transaction.atomic() if own else contextlib.nullcontext():
+                message = append_message(
+                    self.turn.conversation_id, turn=self.turn, title_from=title_from, lease=lease, **fields
+                )
+                if flag:
                     self.flagged = guard.report_off_purpose(self.turn.user, self.turn.pk, off_purpose)
                 if users_own:
                     Turn.objects.filter(pk=self.turn.pk).update(user_message=message)
                 return message
+        except LeaseLost:
+            raise TurnEnded(End(Status.FAILED, "lock_lost")) from None
         except NotFound:
             raise TurnEnded(End(Status.FAILED, "chat_gone")) from None
         except (DatabaseError, ValidationError) as error:
             logger.error("agent turn %s: a %s message was refused (%s)", self.turn.pk, fields.get("role"),
                          type(error).__name__)
             raise StoreFailed() from None
+
+
+def _turn_columns(*, budget: bool) -> dict[str, Any]:
+    """What a turn's check reads besides the session: its status and stop mark, its leases, its
+    chat; before a model call also the budget and the site's instructions. Per-turn values are
+    slots, so one compiled statement serves every turn of a worker."""
+    turn_pk = slot("turn", Turn._meta.pk)
+    turn = Turn.objects.filter(pk=turn_pk).order_by()
+    chat = Conversation.objects.filter(pk=slot("chat", Conversation._meta.pk), user=OuterRef("pk"))
+    columns = {
+        "agent_turn_status": Subquery(turn.values("status")[:1]),
+        "agent_stop_asked": Exists(turn.filter(stop_requested_at__isnull=False)),
+        "agent_leases": locks.leases_held(turn_pk, slot("now")),
+        "agent_chat_alive": Exists(chat.exclude(status=Conversation.Status.DELETED)),
+    }
+    if budget:
+        columns.update(guard.budget_columns())
+        columns["agent_site_prompt"] = Subquery(AgentSettings.objects.order_by().values("system_prompt")[:1])
+    return columns
+
+
+STEP_CHECK = Columns("agent.turn.step", lambda: _turn_columns(budget=False))
+ROUND_CHECK = Columns("agent.turn.round", lambda: _turn_columns(budget=True))
 
 
 def _denied(message: str) -> dict[str, str]:

@@ -1,0 +1,72 @@
+"""``append_message`` fenced by a lease: stored with the chat's counters only while the lease is held
+(SPEC §3.3), in one statement on PostgreSQL (SPEC §14)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from agent.conversations import LeaseLost, append_message
+from agent.errors import NotFound
+from agent.models import Conversation, Lock, Message
+
+pytestmark = pytest.mark.django_db
+
+
+def _lease(chat: Any, holder: Any, *, seconds: int = 30) -> tuple[str, Any]:
+    name = f"chat:{chat.pk}"
+    Lock.objects.update_or_create(
+        name=name, defaults={"holder": holder, "fence": 1, "expires_at": timezone.now() + timedelta(seconds=seconds)}
+    )
+    return name, holder
+
+
+def test_a_message_with_its_lease_and_the_chats_counters_is_one_statement(chat: Any) -> None:
+    lease = _lease(chat, uuid.uuid4())
+    with CaptureQueriesContext(connection) as queries:
+        message = append_message(chat.pk, role=Message.Role.USER, content="hello", title_from="hello", lease=lease)
+    chat.refresh_from_db()
+    stored = Message.objects.get(pk=message.pk)
+    assert len(queries) == (1 if connection.vendor == "postgresql" else 3)
+    assert (stored.seq, stored.content, chat.message_count, chat.title) == (1, "hello", 1, "hello")
+    assert message.seq == 1 and not message._state.adding
+
+
+@pytest.mark.parametrize("how", ["taken over", "run out", "released"])
+def test_a_lease_that_is_not_held_stores_nothing(chat: Any, how: str) -> None:
+    holder = uuid.uuid4()
+    if how == "taken over":
+        lease = (_lease(chat, uuid.uuid4())[0], holder)
+    elif how == "run out":
+        lease = _lease(chat, holder, seconds=-1)
+    else:
+        lease = (f"chat:{chat.pk}", holder)
+    with pytest.raises(LeaseLost):
+        append_message(chat.pk, role=Message.Role.ASSISTANT, content="late", lease=lease)
+    chat.refresh_from_db()
+    assert chat.message_count == 0 and not Message.objects.filter(conversation=chat).exists()
+
+
+def test_a_deleted_chat_under_a_held_lease_is_not_found(chat: Any) -> None:
+    lease = _lease(chat, uuid.uuid4())
+    Conversation.objects.filter(pk=chat.pk).update(status=Conversation.Status.DELETED)
+    with pytest.raises(NotFound):
+        append_message(chat.pk, role=Message.Role.ASSISTANT, content="late", lease=lease)
+    assert not Message.objects.filter(conversation=chat).exists()
+
+
+def test_the_stored_fields_are_the_ones_given(chat: Any) -> None:
+    answer = append_message(chat.pk, role=Message.Role.ASSISTANT, content="", tool_calls=[{"id": "c1", "name": "x"}])
+    tool = append_message(
+        chat.pk, role=Message.Role.TOOL, tool_name="x", tool_call_id="c1", tool_outcome="ok",
+        tool_result={"n": [1, 2]}, assistant_message=answer, lease=_lease(chat, uuid.uuid4()),
+    )
+    row = Message.objects.get(pk=tool.pk)
+    assert (row.seq, row.tool_result, row.assistant_message_id, row.notice_params) == (2, {"n": [1, 2]}, answer.pk, {})
+    assert Message.objects.get(pk=answer.pk).tool_calls == [{"id": "c1", "name": "x"}]
