@@ -15,7 +15,7 @@ from django.db import transaction
 
 from .. import events
 from ..conf import agent_settings
-from ..models import AgentSettings, Attachment, Endpoint
+from ..models import Attachment, Endpoint
 
 REFUSED_STATUSES = frozenset({400, 413, 415, 422})
 """A provider that refuses a request with pictures with one of these is asked again without them."""
@@ -57,19 +57,6 @@ def with_pictures(messages: list[dict[str, Any]], parts: str | list[dict[str, An
 
 def pictures_of(attachments: Iterable[Attachment]) -> list[Attachment]:
     return [a for a in attachments if a.is_picture]
-
-
-def endpoint_for(user_settings: Any, attachments: Iterable[Attachment], default: Endpoint | None) -> Endpoint | None:
-    """The endpoint for a turn (SPEC §8.4): with pictures, the user's picture endpoint, else the site's, if enabled."""
-    if not pictures_of(attachments):
-        return default
-    own = getattr(user_settings, "picture_endpoint", None) if user_settings is not None else None
-    if own is not None and own.enabled:
-        return own
-    site = AgentSettings.current().picture_endpoint
-    if site is not None and site.enabled:
-        return site
-    return default
 
 
 def sees_pictures(endpoint: Endpoint | None) -> bool:

@@ -19,7 +19,7 @@ from agent.ai import AIError
 from agent.attachments import pictures
 from agent.conversations import append_message
 from agent.events import topic
-from agent.models import AgentSettings, Attachment, Endpoint, UserSettings
+from agent.models import Attachment, Endpoint
 from agent.turns import history
 from tests.turns.conftest import agent_conf
 
@@ -139,22 +139,6 @@ def test_with_pictures_replaces_only_the_turns_own_entry() -> None:
     parts = [{"type": "text", "text": "new"}]
     assert pictures.with_pictures(messages, parts) == [messages[0], {"role": "user", "content": parts}]
     assert pictures.with_pictures(messages, "new") is messages
-
-
-def test_a_turn_with_pictures_uses_the_picture_endpoint_where_one_is_set(user: Any) -> None:
-    default = Endpoint.objects.create(name="chat", base_url="http://x/v1", model="m")
-    site = Endpoint.objects.create(name="site pictures", base_url="http://x/v1", model="v", supports_images=True)
-    own = Endpoint.objects.create(name="own pictures", base_url="http://x/v1", model="v2", supports_images=True)
-    photo, text = SimpleNamespace(is_picture=True), SimpleNamespace(is_picture=False)
-    assert pictures.endpoint_for(None, [photo], default) == default
-    AgentSettings.objects.filter(pk=AgentSettings.current().pk).update(picture_endpoint=site)
-    assert pictures.endpoint_for(None, [text], default) == default
-    assert pictures.endpoint_for(None, [photo], default) == site
-    settings_row = UserSettings.objects.create(user=user, picture_endpoint=own)
-    assert pictures.endpoint_for(settings_row, [photo], default) == own
-    Endpoint.objects.filter(pk=own.pk).update(enabled=False)
-    settings_row.refresh_from_db()
-    assert pictures.endpoint_for(settings_row, [photo], default) == site
 
 
 def test_only_a_refused_request_is_retried_without_pictures() -> None:
