@@ -2,7 +2,9 @@
 
 Raw HTML in the source is escaped, links are limited to http(s), mailto and
 this site's own paths, and images are not rendered (an external image would
-leak the reader's IP and break the page's Content-Security-Policy).
+leak the reader's IP and break the page's Content-Security-Policy). Tables
+render; fenced code is highlighted here by Pygments into CSS classes (never
+inline styles, which the strict CSP would block).
 """
 from __future__ import annotations
 
@@ -10,6 +12,11 @@ import json
 from typing import Any
 
 from markdown_it import MarkdownIt
+from markdown_it.common.utils import escapeHtml
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import get_lexer_by_name
+from pygments.util import ClassNotFound
 
 from . import notices
 from .tools.registry import registry
@@ -23,17 +30,54 @@ def _validate_link(url: str) -> bool:
 
 
 def _build() -> MarkdownIt:
-    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False, "highlight": _highlight})
+    md.enable("table")
     md.disable("image")
     md.validateLink = _validate_link  # type: ignore[method-assign]  # the documented hook
     md.add_render_rule("link_open", _link_open)
+    md.add_render_rule("th_open", _cell_open)
+    md.add_render_rule("td_open", _cell_open)
     return md
+
+
+def _cell_open(self: Any, tokens: list[Any], idx: int, options: Any, env: Any) -> str:
+    """A column's alignment as a class: markdown-it writes a ``style`` the CSP would refuse."""
+    token = tokens[idx]
+    style = token.attrGet("style") or ""
+    if style:
+        token.attrs.pop("style", None)
+        token.attrSet("class", "align-" + style.rpartition(":")[2].strip())
+    return self.renderToken(tokens, idx, options, env)
 
 
 def _link_open(self: Any, tokens: list[Any], idx: int, options: Any, env: Any) -> str:
     tokens[idx].attrSet("rel", "noopener noreferrer nofollow")
     tokens[idx].attrSet("target", "_blank")
     return self.renderToken(tokens, idx, options, env)
+
+
+HIGHLIGHT_MAX_CHARS = 20_000
+"""Longer code is shown plain: highlighting is for reading, not worth seconds of a request."""
+
+_formatter = HtmlFormatter(nowrap=True, classprefix="hl-")
+
+
+def _highlight(code: str, lang: str, attrs: str) -> str:
+    """A fenced block as ``<pre class="code-block">``: its language's tokens as classes, else plain.
+
+    markdown-it escapes what this returns only when it is empty, so every path escapes.
+    """
+    name = (lang or "").strip().split()[0] if lang else ""
+    body = ""
+    if name and len(code) <= HIGHLIGHT_MAX_CHARS:
+        try:
+            body = highlight(code, get_lexer_by_name(name, stripnl=False, ensurenl=False), _formatter)
+        except ClassNotFound:
+            body = ""
+    if not body:
+        body = escapeHtml(code)
+    language = f' data-language="{escapeHtml(name)}"' if name else ""
+    return f'<pre class="code-block"{language}><code class="highlight">{body}</code></pre>\n'
 
 
 _markdown = _build()

@@ -57,11 +57,11 @@ def test_a_proposed_write_waits_on_a_card_and_confirm_makes_it_in_every_tab(brow
     model_server.push(answer("Hi."), tool_calls(("notes_create", {"title": "Buy milk"})))
     sign_in(tab, user)
     send(tab, "hello")
-    expect(tab.locator(".msg-assistant")).to_have_text("Assistant:Hi.")
+    expect(tab.locator(".msg-assistant .bubble")).to_have_text("Hi.")
     expect(tab.locator("#composer-text")).to_be_enabled()
     other = browser_context.new_page()
     other.goto(tab.url)
-    expect(other.locator(".msg-assistant")).to_have_text("Assistant:Hi.")
+    expect(other.locator(".msg-assistant .bubble")).to_have_text("Hi.")
     expect(other.locator("#connection")).to_be_hidden()
 
     # when the model proposes a note
@@ -78,7 +78,7 @@ def test_a_proposed_write_waits_on_a_card_and_confirm_makes_it_in_every_tab(brow
     for page in (tab, other):
         expect(page.locator(".card")).to_have_attribute("data-status", "done")
         expect(page.locator(".card .card-confirm")).to_be_hidden()
-        expect(page.locator('[data-notice-code="confirmation_done"]')).to_have_text("Done: Create a note.")
+        expect(page.locator('[data-notice-code="confirmation_done"] .notice-text')).to_have_text("Done: Create a note.")
     assert list(Note.objects.filter(owner=user).values_list("title", flat=True)) == ["Buy milk"]
 
 
@@ -100,7 +100,7 @@ def test_stop_during_a_slow_answer_frees_the_composer(tab, user, endpoint, model
     expect(tab.locator("#working")).to_be_visible()
     expect(tab.locator("#composer-text")).to_be_disabled()
     tab.locator("#stop").click()
-    expect(tab.locator('[data-notice-code="stopped"]')).to_have_text("Stopped.")
+    expect(tab.locator('[data-notice-code="stopped"] .notice-text')).to_have_text("Stopped.")
     expect(tab.locator("#composer-text")).to_be_enabled()
     expect(tab.locator("#stop")).to_be_hidden()
     expect(tab.locator("#working")).to_be_hidden()
@@ -127,7 +127,7 @@ def test_chats_list_newest_first_and_rename_and_delete_through_dialogs(tab, user
     expect(links).to_have_text(["Newer chat", "Older chat"])
 
     links.first.click()
-    expect(tab.locator(".msg-user")).to_have_text(["You:second"])
+    expect(tab.locator(".msg-user .bubble")).to_have_text(["second"])
     tab.locator("#rename-chat").click()
     tab.fill("#rename-title", "Renamed chat")
     tab.press("#rename-title", "Enter")
@@ -186,7 +186,7 @@ def test_on_a_phone_the_chat_list_is_a_drawer(tab, user):
     expect(tab.locator("#toggle-sidebar")).to_have_attribute("aria-expanded", "true")
     tab.locator("#chat-list .chat-link").click()
     expect(tab.locator("#sidebar")).to_be_hidden()
-    expect(tab.locator(".msg-user")).to_have_text(["You:small screen"])
+    expect(tab.locator(".msg-user .bubble")).to_have_text(["small screen"])
     box = tab.locator("#composer").bounding_box()
     assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390
 
@@ -195,7 +195,7 @@ def test_after_a_server_restart_the_page_resyncs_without_duplicates(tab, user, a
     chat = ConversationFactory(user=user, title="Live chat")
     append_message(chat.pk, role=Message.Role.USER, content="before")
     sign_in(tab, user, path=f"/assistant/c/{chat.pk}/")
-    expect(tab.locator(".msg-user")).to_have_text(["You:before"])
+    expect(tab.locator(".msg-user .bubble")).to_have_text(["before"])
 
     asgi_server.stop()
     expect(tab.locator("#connection")).to_be_visible()
@@ -203,9 +203,9 @@ def test_after_a_server_restart_the_page_resyncs_without_duplicates(tab, user, a
     asgi_server.start()
 
     expect(tab.locator("#connection")).to_be_hidden(timeout=20_000)
-    expect(tab.locator(".msg-user")).to_have_text(["You:before", "You:while away"])
+    expect(tab.locator(".msg-user .bubble")).to_have_text(["before", "while away"])
     append_message(chat.pk, role=Message.Role.USER, content="after")
-    expect(tab.locator(".msg-user")).to_have_text(["You:before", "You:while away", "You:after"])
+    expect(tab.locator(".msg-user .bubble")).to_have_text(["before", "while away", "after"])
 
 
 def test_notices_come_in_the_users_language(tab, user, endpoint, model_server):
@@ -214,7 +214,7 @@ def test_notices_come_in_the_users_language(tab, user, endpoint, model_server):
     sign_in(tab, user)
     expect(tab.locator("html")).to_have_attribute("lang", "ru")
     send(tab, "привет")
-    notice = tab.locator('[data-notice-code="model_failed"]')
+    notice = tab.locator('[data-notice-code="model_failed"] .notice-text')
     expect(notice).to_be_visible()
     with translation.override("ru"):
         russian = notices.text("model_failed", {"code": "invalid_api_key"})

@@ -84,7 +84,7 @@ def test_stop_after_the_words_were_stored_gives_nothing_back(tab, user, endpoint
     expect(tab.locator(".msg-user .bubble")).to_have_text("take your time")
     expect(tab.locator(".msg-outbox")).to_have_count(0)
     tab.locator("#stop").click()
-    expect(tab.locator('[data-notice-code="stopped"]')).to_have_text("Stopped.")
+    expect(tab.locator('[data-notice-code="stopped"] .notice-text')).to_have_text("Stopped.")
     expect(tab.locator("#composer-text")).to_be_enabled()
     expect(tab.locator("#composer-text")).to_have_value("")
     expect(tab.locator("#composer-note")).to_have_text("")
@@ -96,9 +96,7 @@ def test_a_refusal_at_the_start_leaves_the_words_in_the_composer_with_the_error(
                         status=Turn.Status.FINISHED, deadline_at=timezone.now())
     sign_in(tab, user)
     send(tab, "one more, please")
-    expect(tab.locator("#composer-error")).to_have_text(
-        "The assistant's spending limit for today was reached. Try again later."
-    )
+    expect(tab.locator("#composer-error")).to_contain_text("You have used 1 of your 1 turns for 24 hours.")
     expect(tab.locator("#composer-text")).to_have_value("one more, please")
     expect(tab.locator(".msg-outbox")).to_have_count(0)
     expect(tab.locator("#composer-text")).to_be_enabled()

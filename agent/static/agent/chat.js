@@ -509,6 +509,8 @@
       const body = element.querySelector(".bubble");
       body.classList.add("markdown");
       body.innerHTML = view.html; // sanitised on the server: raw HTML escaped, unsafe links dropped
+      dressAnswer(body);
+      element.append(timeElement(view.created_at));
       return element;
     }
     if (view.role === "tool") {
@@ -519,12 +521,94 @@
       element.className = "msg msg-notice";
       element.dataset.noticeCode = view.notice_code || "";
       element.dataset.tone = view.notice_tone || "info";
-      element.textContent = view.notice_text || view.notice_code || "";
+      const text = document.createElement("span");
+      text.className = "notice-text";
+      text.textContent = view.notice_text || view.notice_code || "";
+      element.append(text, timeElement(view.created_at));
       return element;
     }
     const element = bubble(view.role === "user" ? "user" : "other");
     element.querySelector(".bubble").textContent = view.content;
+    element.append(timeElement(view.created_at));
     return element;
+  }
+
+  function dressAnswer(body) {
+    // Wide tables scroll on their own; each code block gets a copy button.
+    body.querySelectorAll("table").forEach((table) => {
+      const box = document.createElement("div");
+      box.className = "table-box";
+      box.tabIndex = 0;
+      box.setAttribute("role", "region");
+      box.setAttribute("aria-label", gettext("Table"));
+      table.replaceWith(box);
+      box.append(table);
+    });
+    body.querySelectorAll("pre.code-block").forEach((pre) => {
+      const box = document.createElement("div");
+      box.className = "code-box";
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "button-small code-copy";
+      button.textContent = gettext("Copy");
+      button.addEventListener("click", () => copyCode(pre, button));
+      pre.replaceWith(box);
+      box.append(pre, button);
+    });
+  }
+
+  async function copyCode(pre, button) {
+    const text = pre.textContent;
+    try {
+      await navigator.clipboard.writeText(text);
+      button.textContent = gettext("Copied");
+    } catch (error) {
+      const range = document.createRange();
+      range.selectNodeContents(pre);
+      const selection = window.getSelection();
+      selection.removeAllRanges();
+      selection.addRange(range);
+      button.textContent = gettext("Selected: press Ctrl+C");
+    }
+    window.setTimeout(() => {
+      button.textContent = gettext("Copy");
+    }, 2000);
+  }
+
+  // -- times: relative, the full date on hover, in the page's language ---------------------------
+
+  const LANGUAGE = document.documentElement.lang || undefined;
+  const relative = new Intl.RelativeTimeFormat(LANGUAGE, { numeric: "auto" });
+  const full = new Intl.DateTimeFormat(LANGUAGE, { dateStyle: "full", timeStyle: "short" });
+  const UNITS = [["year", 31536000], ["month", 2592000], ["week", 604800], ["day", 86400], ["hour", 3600], ["minute", 60]];
+
+  function relativeText(date) {
+    const seconds = (date.getTime() - Date.now()) / 1000;
+    for (const [unit, size] of UNITS) {
+      if (Math.abs(seconds) >= size) {
+        return relative.format(Math.round(seconds / size), unit);
+      }
+    }
+    return relative.format(0, "second");
+  }
+
+  function timeElement(iso) {
+    const time = document.createElement("time");
+    time.className = "msg-time";
+    if (!iso) {
+      return time;
+    }
+    const date = new Date(iso);
+    time.dateTime = iso;
+    time.title = full.format(date);
+    time.textContent = relativeText(date);
+    return time;
+  }
+
+  function refreshTimes() {
+    ui.log.querySelectorAll("time.msg-time[datetime]").forEach((time) => {
+      time.textContent = relativeText(new Date(time.dateTime));
+    });
   }
 
   function bubble(kind) {
@@ -1164,6 +1248,7 @@
   });
   window.addEventListener("popstate", () => openChat(idFromLocation()));
 
+  window.setInterval(refreshTimes, 60000);
   updateComposer();
   loadChats();
   connect();
