@@ -358,11 +358,13 @@ class Tab:
     def _run(self, timeout: float, connected: threading.Event, failed: list[BaseException]) -> None:
         """The socket's whole life, in its own thread: connect, then timestamp every frame and the close."""
         try:
+            sock = socket.create_connection(("127.0.0.1", self.stack.port), timeout=timeout)  # loopback, no proxy
+            sock.settimeout(None)  # an idle tab waits as long as it takes
             connection = connect(
-                self.stack.base_url.replace("http://", "ws://") + "/ws/agent/",
+                self.stack.base_url.replace("http://", "ws://") + "/ws/agent/", sock=sock,
                 origin=self.stack.base_url,  # type: ignore[arg-type]
                 additional_headers={"Cookie": f"{settings.SESSION_COOKIE_NAME}={self.session_key}"},
-                open_timeout=timeout, proxy=None,
+                open_timeout=timeout,
             )
         except BaseException as error:
             failed.append(error)
