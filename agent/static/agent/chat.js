@@ -223,6 +223,46 @@
     ui.working.hidden = !busy || off;
     ui.newChat.disabled = off;
     ui.actions.hidden = !state.current || off;
+    showMessageActions();
+  }
+
+  // -- Retry and Edit: a new turn with earlier words; what was stored stays as it is -------------
+
+  const RETRYABLE = new Set(["model_failed", "max_rounds", "stopped", "deadline", "interrupted"]);
+
+  function showMessageActions() {
+    ui.log.querySelectorAll(".msg-again").forEach((button) => button.remove());
+    const idle = !state.turn && !state.sending && !state.signedOut && !state.outboxes.has(state.current);
+    if (!idle) {
+      return;
+    }
+    const last = ui.log.lastElementChild;
+    const lastUser = Array.from(ui.log.querySelectorAll(".msg-user")).pop();
+    if (!lastUser) {
+      return;
+    }
+    const words = state.messages.get(lastUser.dataset.id).content;
+    if (last && last.classList.contains("msg-notice") && RETRYABLE.has(last.dataset.noticeCode)) {
+      last.append(againButton("msg-retry", gettext("Retry"), gettext("Send your last message again"), () => {
+        send(words);
+      }));
+    }
+    lastUser.append(againButton("msg-edit", gettext("Edit"), gettext("Edit your last message and send it again"), () => {
+      ui.text.value = words;
+      ui.composerNote.textContent = gettext("Sending makes a new turn; your earlier message stays in the chat.");
+      ui.text.focus();
+      ui.text.setSelectionRange(words.length, words.length);
+    }));
+  }
+
+  function againButton(className, text, label, action) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "button-small msg-again " + className;
+    button.textContent = text;
+    button.title = label;
+    button.addEventListener("click", action);
+    return button;
   }
 
   function setTurn(turnId) {
@@ -365,6 +405,7 @@
   function addMessages(views, options) {
     const stick = options && options.older ? false : atBottom();
     views.forEach((view) => addMessage(view));
+    showMessageActions();
     if (stick || (options && options.scrollDown)) {
       ui.scroller.scrollTop = ui.scroller.scrollHeight;
     }
@@ -973,8 +1014,10 @@
 
   // -- sending and stopping -------------------------------------------------------------
 
-  async function send() {
-    const text = ui.text.value;
+  async function send(again) {
+    // `again`: the words of an earlier turn, sent as a new one (Retry); the composer keeps what it holds.
+    const retry = typeof again === "string";
+    const text = retry ? again : ui.text.value;
     if (!text.trim() || state.turn || state.sending || state.signedOut || state.outboxes.has(state.current)) {
       return;
     }
@@ -983,7 +1026,9 @@
     state.outboxes.set(box.chat, box);
     ui.composerError.textContent = "";
     ui.composerNote.textContent = "";
-    ui.text.value = "";
+    if (!retry) {
+      ui.text.value = "";
+    }
     showOutbox();
     updateComposer();
     try {
