@@ -69,6 +69,7 @@ class AgentConf:
     WS_MAX_FRAME_BYTES = _Setting[int](64 * 1024)
     WS_FRAMES_PER_10S = _Setting[int](40)
     SOCKET_RECHECK_S = _Setting[int](30)  # an open socket checks its session again at least this often
+    SOCKET_BACKLOG = _Setting[int](100)  # events waiting for one socket; past that it resyncs
     RETENTION_DAYS = _Setting["int | None"](None)
     PURGE_DELETED_DAYS = _Setting[int](30)
     CAPTURE_CONTENT = _Setting[bool](False)

@@ -5,7 +5,9 @@ afterwards: each frame is checked with a fresh scope, each event with a scope
 checked at most ``SCOPE_FRESH_S`` ago, and an idle socket checks again at
 least every ``SOCKET_RECHECK_S``. One process's sockets share that work: one
 check per session and one read of a message per user, however many tabs
-are open.
+are open, and what they ask of the database at one moment goes in one call.
+A socket takes its events off the layer at once and works through them in
+its own task, so a slow read never stops the process from reading Redis.
 """
 
 from __future__ import annotations
@@ -40,9 +42,16 @@ logger = logging.getLogger(__name__)
 CLOSE_SESSION_ENDED = 4401
 CLOSE_TOO_LARGE = 4413
 CLOSE_TOO_FAST = 4429
+CLOSE_INTERNAL_ERROR = 1011
 
 SCOPE_FRESH_S = 1.0
 """A socket gets content only under a scope checked at most this long ago (SPEC §16)."""
+
+
+FELL_BEHIND = "agent.fell_behind"
+"""Put in a socket's own queue, never sent: the queue overflowed and lost what was in it."""
+
+SUBSCRIPTION_FRAMES = {"subscribe", "unsubscribe"}
 
 
 class AgentConsumer(AsyncJsonWebsocketConsumer):
@@ -54,16 +63,20 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
         self.subscribed: dict[str, int | None] = {}  # chat → seq of the last message the tab has, if known
         self.resyncing: set[str] = set()  # chats whose tab was told to resync and has not subscribed again
         self.joined: set[str] = set()  # every group this channel joined: all are left when the socket ends
+        self.inbox: deque[dict[str, Any]] = deque()  # layer events this socket has yet to deliver
+        self.inbox_ready = asyncio.Event()
+        self.delivering = asyncio.Lock()  # an event's delivery and a (un)subscribe frame take turns
         self.frame_times: deque[float] = deque()
         self.request_language = request_language(self.scope)
         self.language = self.request_language or settings.LANGUAGE_CODE
         self.ended = False
-        self.watcher: asyncio.Task[None] | None = None
+        self.checked_after = 0.0  # a check this socket relies on began after this (a revocation it heard of)
+        self.tasks: list[asyncio.Task[None]] = []
         await self.accept()
         if not await self._allowed(since=time.monotonic()):
             return
         await self._join(self.ref.group, events.user_group(self.ref.user_id), events.SITE_GROUP)
-        self.watcher = asyncio.ensure_future(self._watch())
+        self.tasks = [asyncio.ensure_future(self._deliver()), asyncio.ensure_future(self._watch())]
         await self.send_json({"type": "ready"})
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -71,25 +84,52 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
         try:
             await super().__call__(scope, receive, send)
         finally:
-            watcher = getattr(self, "watcher", None)
-            if watcher is not None:
-                watcher.cancel()
+            for task in getattr(self, "tasks", []):
+                task.cancel()
             joined = getattr(self, "joined", None)
             if joined:
                 # Shielded: when the server stops waiting for this socket, its groups are still left.
                 await asyncio.shield(_detached(events.leave(self.channel_layer, self.channel_name, joined)))
 
     async def dispatch(self, message: dict[str, Any]) -> None:
-        """Channels' dispatch without its database hop before every message.
+        """Channels' dispatch, but layer events go to this socket's own queue and nothing waits for the database.
 
-        Every read here goes through ``database_sync_to_async``, which tidies the
-        thread's connection itself; a hop per socket per event would queue on
-        the process's one database thread.
+        Channels pulls a process's events from Redis only while some socket
+        waits for one, so a socket that read the database before taking its
+        next event would hold up every socket of the process. A revocation does
+        not queue: it is handled at once. Channels' database hop before every
+        message is left out: every read here tidies the thread's connection itself.
         """
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
             raise ValueError(f"No handler for message type {message['type']}")
+        if message["type"].startswith("agent.") and message["type"] != events.SESSION_ENDED:
+            self._enqueue(message)
+            return
         await handler(message)
+
+    def _enqueue(self, event: dict[str, Any]) -> None:
+        if len(self.inbox) >= agent_settings.SOCKET_BACKLOG:
+            self.inbox.clear()  # what the tab missed, it reads again on resync
+            self.inbox.append({"type": FELL_BEHIND})
+        self.inbox.append(event)
+        self.inbox_ready.set()
+
+    async def _deliver(self) -> None:
+        """Work through this socket's events in order; a failure ends the socket as one in dispatch would."""
+        try:
+            while not self.ended:
+                if not self.inbox:
+                    self.inbox_ready.clear()
+                    await self.inbox_ready.wait()
+                    continue
+                event = self.inbox.popleft()
+                async with self.delivering:
+                    if not self.ended:
+                        await getattr(self, get_handler_name(event))(event)
+        except Exception:
+            logger.exception("agent: a socket could not deliver an event")
+            await self.close(code=CLOSE_INTERNAL_ERROR)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if bytes_data is not None or text_data is None or len(text_data) > agent_settings.WS_MAX_FRAME_BYTES:
@@ -120,7 +160,11 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json({"type": "error", "error": "bad_frame", "ref": content.get("ref")})
             return
         try:
-            reply = await handler(self, content)
+            if content["type"] in SUBSCRIPTION_FRAMES:
+                async with self.delivering:
+                    reply = await handler(self, content)
+            else:
+                reply = await handler(self, content)
         except Refusal as refusal:
             explained = limits.client_fields(refusal)  # which limit, how much, when it frees up
             await self.send_json({"type": "error", "error": refusal.code, **explained, "ref": content.get("ref")})
@@ -214,6 +258,8 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
         if have is not None and view.seq > have + 1:
             await self._resync(conversation_id, "missed message")  # an event before this one never came
             return
+        if self.ended:
+            return
         self.subscribed[conversation_id] = view.seq
         await self.send(text_data=view.frame(self.language))
 
@@ -234,7 +280,10 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
         except Refusal as refusal:
             await self._end(refusal.code)
             return
-        await self.send_json({"type": "conversation", "conversation": conversations.conversation_view(conversation)})
+        if not self.ended:
+            await self.send_json(
+                {"type": "conversation", "conversation": conversations.conversation_view(conversation)}
+            )
 
     async def agent_attachment_processed(self, event: dict[str, Any]) -> None:
         if event["conversation"] in self.subscribed and await self._allowed():
@@ -245,20 +294,25 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
         if final:
             await self._end(final if isinstance(final, str) else "session_gone")
             return
-        await self._allowed(since=self.shared.first_seen(event.get("id")))
+        self.checked_after = max(self.checked_after, self.shared.first_seen(event.get("id")))
+        await self._allowed()
 
     async def agent_fell_behind(self, event: dict[str, Any]) -> None:
-        """The layer dropped events for this socket: every chat it shows reads what it missed."""
+        """This socket's queue overflowed: every chat it shows reads what it missed."""
         for conversation_id in list(self.subscribed):
             await self._resync(conversation_id, "socket fell behind")
 
     # -- scope ------------------------------------------------------------------------
 
     async def _fresh_scope(self, since: float | None = None) -> Scope:
-        """This session's scope, checked at or after ``since`` (by default, within ``SCOPE_FRESH_S``)."""
+        """This session's scope, checked at or after ``since`` (by default, within ``SCOPE_FRESH_S``).
+
+        Never from before the last revocation this socket heard of: what was
+        true before it may no longer be.
+        """
         if since is None:
             since = time.monotonic() - SCOPE_FRESH_S
-        scope = await self.shared.scope(self.ref, self.impersonated, since=since)
+        scope = await self.shared.scope(self.ref, self.impersonated, since=max(since, self.checked_after))
         self.language = language_for(scope.user_settings, self.request_language)
         return scope
 
@@ -275,6 +329,7 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
         if self.ended:
             return
         self.ended = True
+        self.inbox.clear()
         await self.send_json({"type": "error", "error": code})
         await self.close(code=CLOSE_SESSION_ENDED)
 
@@ -359,7 +414,8 @@ class SharedReads:
     """What one process's sockets share, per event loop: scope checks by session, message reads by user.
 
     An entry serves only while it is at most ``SCOPE_FRESH_S`` old, so no
-    socket learns through it what a fresh check would refuse.
+    socket learns through it what a fresh check would refuse. Reads asked for
+    while the database thread is busy wait and then go to it in one call.
     """
 
     _by_loop: dict[asyncio.AbstractEventLoop, "SharedReads"] = {}
@@ -369,6 +425,8 @@ class SharedReads:
         self.views: dict[tuple[Any, str, str], SharedView] = {}
         self.revocations: dict[str, float] = {}
         self.pruned = time.monotonic()
+        self.waiting: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
+        self.calling: asyncio.Task[None] | None = None
 
     @classmethod
     def of_running_loop(cls) -> "SharedReads":
@@ -385,7 +443,7 @@ class SharedReads:
         key = (ref.session_key, ref.user_id, impersonated)
         entry = self.checks.get(key)
         if entry is None or entry[0] < since:
-            check = asyncio.ensure_future(database_sync_to_async(authorize_session)(ref, impersonated=impersonated))
+            check = self._in_next_call(lambda: authorize_session(ref, impersonated=impersonated))
             entry = self.checks[key] = (time.monotonic(), check)
             self._prune()
         return await asyncio.shield(entry[1])  # a socket that closes meanwhile must not cancel the others' check
@@ -395,9 +453,7 @@ class SharedReads:
         key = (scope.user_id, conversation_id, message_id)
         shared = self.views.get(key)
         if shared is None or (shared.done_at is not None and time.monotonic() - shared.done_at > SCOPE_FRESH_S):
-            read = asyncio.ensure_future(
-                database_sync_to_async(conversations.message_view)(scope, conversation_id, message_id)
-            )
+            read = self._in_next_call(lambda: conversations.message_view(scope, conversation_id, message_id))
             shared = self.views[key] = SharedView(read)
             self._prune()
         await asyncio.shield(shared.read)
@@ -410,6 +466,39 @@ class SharedReads:
             return now
         return self.revocations.setdefault(revocation, now)
 
+    def _in_next_call(self, work: Callable[[], Any]) -> asyncio.Future[Any]:
+        """``work``'s outcome, from the database thread's next call, shared with what else waits for it."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(_retrieved)
+        self.waiting.append((work, future))
+        if self.calling is None:
+            self.calling = asyncio.ensure_future(self._call_database())
+        return future
+
+    async def _call_database(self) -> None:
+        batch: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
+        try:
+            while self.waiting:
+                batch, self.waiting = self.waiting, []
+                try:
+                    outcomes = await database_sync_to_async(_each)([work for work, _future in batch])
+                except Exception as error:  # the call itself failed: each waiter hears it
+                    outcomes = [(False, error)] * len(batch)
+                for (_work, future), (ok, value) in zip(batch, outcomes, strict=True):
+                    if future.done():
+                        continue
+                    if ok:
+                        future.set_result(value)
+                    else:
+                        future.set_exception(value)
+        except asyncio.CancelledError:  # the loop is closing
+            for _work, future in batch + self.waiting:
+                future.cancel()
+            self.waiting = []
+            raise
+        finally:
+            self.calling = None
+
     def _prune(self) -> None:
         now = time.monotonic()
         if now - self.pruned < SCOPE_FRESH_S:
@@ -419,6 +508,23 @@ class SharedReads:
         self.checks = {k: v for k, v in self.checks.items() if v[0] >= horizon or not v[1].done()}
         self.views = {k: v for k, v in self.views.items() if v.done_at is None or v.done_at >= horizon}
         self.revocations = {k: t for k, t in self.revocations.items() if t >= now - 60}
+
+
+def _each(works: list[Callable[[], Any]]) -> list[tuple[bool, Any]]:
+    """Run each piece of work on the database thread; one's refusal or error is its own."""
+    outcomes: list[tuple[bool, Any]] = []
+    for work in works:
+        try:
+            outcomes.append((True, work()))
+        except Exception as error:
+            outcomes.append((False, error))
+    return outcomes
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    """A shared read whose sockets all closed meanwhile is not an error left unread."""
+    if not future.cancelled():
+        future.exception()
 
 
 _background: set[asyncio.Future[Any]] = set()

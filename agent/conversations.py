@@ -178,10 +178,9 @@ def get_message(ref: SessionRef, conversation_id: Any, message_id: Any, *, imper
 
 
 def message_view(scope: Scope, conversation_id: Any, message_id: Any) -> dict[str, Any]:
-    """``get_message`` for a scope checked just now: the sockets of one user share one read."""
-    conversation = owned_conversation(scope, conversation_id)
-    pk = parse_uuid(message_id)
-    rows = _client_rows(Message.objects.filter(pk=pk, conversation=conversation))
+    """``get_message`` for a scope checked just now, in one query: the sockets of one user share it."""
+    chat = Conversation.objects.alive().filter(pk=parse_uuid(conversation_id), user_id=scope.user_id)
+    rows = _client_rows(Message.objects.filter(pk=parse_uuid(message_id), conversation__in=chat))
     if not rows:
         raise NotFound()
     return client_view(rows[0])

@@ -28,8 +28,6 @@ ATTACHMENT_PROCESSED = "agent.attachment_processed"
 TURN_CHANGED = "agent.turn_changed"
 CONVERSATION_CHANGED = "agent.conversation_changed"
 SESSION_ENDED = "agent.session_ended"
-FELL_BEHIND = "agent.fell_behind"
-"""Never sent: the channel layer gives it to a socket whose buffer had to drop events."""
 
 SITE_GROUP = "agent.site"
 """Every open socket of the assistant."""
@@ -143,16 +141,34 @@ def _send_rollback_unsafe(group: str, event: dict[str, Any]) -> None:
     future.add_done_callback(lambda done: _log_failure(done, event["type"]))
 
 
+_in_order: dict[tuple[asyncio.AbstractEventLoop, str], tuple[asyncio.Lock, int]] = {}
+
+
 async def _send(layer: Any, group: str, event: dict[str, Any]) -> None:
-    """One group send, tried again briefly when the layer refuses it (a Redis restart, a full pool)."""
-    for attempt in range(SEND_ATTEMPTS):
-        try:
-            await layer.group_send(group, event)
-            return
-        except Exception:
-            if attempt == SEND_ATTEMPTS - 1:
-                raise
-            await asyncio.sleep(0.1 * 3**attempt)
+    """One group send, after the process's earlier sends to the group, tried again briefly when refused.
+
+    In order, because a tab that sees a chat's message 5 before its message 4
+    must resync. Refused: a Redis restart, a pool with no free connection.
+    """
+    key = (asyncio.get_running_loop(), group)
+    lock, users = _in_order.get(key) or (asyncio.Lock(), 0)
+    _in_order[key] = (lock, users + 1)
+    try:
+        async with lock:
+            for attempt in range(SEND_ATTEMPTS):
+                try:
+                    await layer.group_send(group, event)
+                    return
+                except Exception:
+                    if attempt == SEND_ATTEMPTS - 1:
+                        raise
+                    await asyncio.sleep(0.1 * 3**attempt)
+    finally:
+        lock, users = _in_order[key]
+        if users == 1:
+            del _in_order[key]
+        else:
+            _in_order[key] = (lock, users - 1)
 
 
 def _log_failure(done: concurrent.futures.Future[Any], event_type: str) -> None:

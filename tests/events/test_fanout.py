@@ -21,7 +21,6 @@ from django.utils import timezone
 from agent import consumers, conversations, events
 from agent.access import SessionRef
 from agent.consumers import SCOPE_FRESH_S
-from agent.layers import redis_channel_layer
 from agent.models import Conversation, Message
 from tests.conftest import login
 from tests.events.sockets import close_code, opened, subscribed
@@ -178,13 +177,11 @@ async def test_a_missing_message_event_makes_the_tab_resync_instead_of_showing_a
 async def test_a_tab_that_falls_behind_is_told_to_resync(
     session: tuple[Client, SessionRef], chat: Conversation, settings: Any
 ) -> None:
-    settings.CHANNEL_LAYERS = {"default": redis_channel_layer(REDIS_URL, socket_backlog=2)}
-    layer = get_channel_layer()
+    settings.AGENT = {**settings.AGENT, "SOCKET_BACKLOG": 2}
     tab = await opened(session[0])
     await subscribed(tab, chat)
-    # given: another reader in the process keeps taking events off Redis, while this tab's reads wait
-    reader = asyncio.ensure_future(layer.receive(await layer.new_channel()))
-    database_busy = asyncio.ensure_future(sync_to_async(time.sleep)(2))  # the sockets' one database thread
+    # given: the sockets' one database thread is busy, so this tab's events pile up
+    database_busy = asyncio.ensure_future(sync_to_async(time.sleep)(2))
     lost_before = events.losses["socket fell behind"]
 
     def store(count: int) -> None:
@@ -202,5 +199,61 @@ async def test_a_tab_that_falls_behind_is_told_to_resync(
     assert frames == [f"burst {n}" for n in range(len(frames))] and len(frames) < 6
     assert events.losses["socket fell behind"] == lost_before + 1
     assert await tab.receive_nothing(timeout=0.3)
-    reader.cancel()
     await tab.disconnect()
+
+
+async def test_a_logout_closes_the_socket_at_once_while_its_events_wait_for_the_database(
+    session: tuple[Client, SessionRef], chat: Conversation
+) -> None:
+    client = session[0]
+    tab = await opened(client)
+    await subscribed(tab, chat)
+    # given: the sockets' database thread is busy, and messages wait for it in the tab's queue
+    database_busy = asyncio.ensure_future(sync_to_async(time.sleep)(3))
+
+    def store_then_log_out() -> None:
+        for number in range(3):
+            append(chat, f"waiting {number}")
+        client.logout()
+        connection.close()
+
+    await asyncio.to_thread(store_then_log_out)
+    # then: the socket closes before the database is free, and none of the waiting messages reach the tab
+    code, frames = await close_code(tab, within=1.0)
+    assert code == 4401 and frames == ['{"type": "error", "error": "session_gone"}']
+    assert not database_busy.done()
+    await database_busy
+    await tab.disconnect()
+
+
+async def test_reads_that_wait_for_the_database_thread_go_to_it_in_one_call(
+    make_user: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tabs, chats = [], []
+    for _ in range(3):
+        client, ref = await sync_to_async(login)(await sync_to_async(make_user)())
+        chat = await sync_to_async(conversations.create_conversation)(ref, {}, impersonated=False)
+        tab = await opened(client)
+        await subscribed(tab, chat)
+        tabs.append(tab)
+        chats.append(chat)
+    await stale_checks()
+    batches: list[int] = []
+    each = consumers._each
+    monkeypatch.setattr(consumers, "_each", lambda works: batches.append(len(works)) or each(works))
+    # given: the database thread is busy while a message comes to each of three users' chats
+    database_busy = asyncio.ensure_future(sync_to_async(time.sleep)(1))
+
+    def store() -> None:
+        for chat in chats:
+            append(chat, "one each")
+        connection.close()
+
+    await asyncio.to_thread(store)
+    await database_busy
+    for tab in tabs:
+        assert (await tab.receive_json_from(timeout=5))["message"]["content"] == "one each"
+    # then: their three session checks and three reads took fewer calls than six: what waited went together
+    assert sum(batches) == 6 and len(batches) < 6
+    for tab in tabs:
+        await tab.disconnect()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
 import signal
 import subprocess
@@ -20,7 +21,7 @@ from django.test import Client, override_settings
 from agent import conversations
 from agent.access import SessionRef
 from agent.checks import check_channel_layer_timeout
-from agent.events import FELL_BEHIND
+from agent.events import losses
 from agent.layers import SOCKET_TIMEOUT_S, RedisChannelLayer, redis_channel_layer, redis_default_socket_timeout
 from tests.events.sockets import opened, subscribed
 
@@ -233,21 +234,18 @@ async def test_a_socket_that_ends_while_redis_refuses_still_leaves_every_group(
     assert not any(group_sizes(private_redis.url).values())
 
 
-# -- a socket that falls behind -------------------------------------------------------------------
+# -- a full channel ----------------------------------------------------------------------------
 
 
 @pytest.mark.asyncio
-async def test_a_socket_buffer_that_overflows_drops_the_oldest_and_says_so_first() -> None:
-    layer = RedisChannelLayer(hosts=[REDIS_URL], prefix="agenttest", socket_backlog=2)
-    slow, busy = await layer.new_channel(), await layer.new_channel()
-    for number in range(4):
-        await layer.send(slow, {"type": "test.event", "n": number})
-    await layer.send(busy, {"type": "test.event", "n": "busy"})
-    assert (await layer.receive(busy))["n"] == "busy"  # reading for one socket fills the others' buffers
-    received = [await layer.receive(slow) for _ in range(3)]
-    assert received == [
-        {"type": FELL_BEHIND, "dropped": 2},
-        {"type": "test.event", "n": 2},
-        {"type": "test.event", "n": 3},
-    ]
+async def test_an_event_a_full_channel_cannot_take_is_counted_and_logged(caplog: pytest.LogCaptureFixture) -> None:
+    layer = RedisChannelLayer(hosts=[REDIS_URL], prefix="agenttest", capacity=1)
+    group, channel = f"agent.test.{time.monotonic_ns()}", f"agenttest.{time.monotonic_ns()}"
+    await layer.group_add(group, channel)
+    full_before = losses["layer full"]
+    with caplog.at_level(logging.WARNING, logger="agent.layers"):
+        await layer.group_send(group, {"type": "test.event", "n": 1})
+        await layer.group_send(group, {"type": "test.event", "n": 2})
+    assert losses["layer full"] == full_before + 1 and "full and lost an event" in caplog.text
+    assert (await layer.receive(channel))["n"] == 1
     await layer.flush()
