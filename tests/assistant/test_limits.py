@@ -114,6 +114,7 @@ def test_the_api_tells_the_limit_in_the_users_language(
     with translation.override(language):  # the time as the user's language writes it
         when = formats.date_format(timezone.localtime(first.created_at + timedelta(hours=24)), "DATETIME_FORMAT")
     assert when in body["message"]
+    assert ("of your 1 turns" in body["message"]) == (language == "en")  # the words too, from the catalogues
     if language == "ru":
         assert any("а" <= letter <= "я" for letter in body["message"])  # the month in Russian
     assert "api_key" not in json.dumps(body)
