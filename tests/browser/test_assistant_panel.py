@@ -1,0 +1,44 @@
+"""The "My assistant" panel end to end: the real ASGI app, headless Chromium, the strict policy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from agent.models import AgentSettings, Endpoint, UserSettings
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def open_panel(tab: Page, user: Any) -> None:
+    tab.goto("/accounts/login/?next=/assistant/assistant/")
+    tab.fill("#id_username", user.username)
+    tab.fill("#id_password", "pw-for-tests")
+    tab.click(".login-form button[type=submit]")
+    expect(tab.locator("#settings-form")).to_be_visible()
+
+
+def test_a_user_picks_an_allowed_model_and_writes_instructions(tab: Page, user: Any, endpoint: Endpoint) -> None:
+    second = Endpoint.objects.create(name="second", base_url=endpoint.base_url, model="second-model")
+    AgentSettings.current().selectable_endpoints.set([second])
+    open_panel(tab, user)
+    expect(tab.locator("#models dd").first).to_contain_text("The site's default model.")
+    expect(tab.locator("#picker")).to_be_visible()
+    tab.select_option("#pick-endpoint", str(second.pk))
+    tab.fill("#instructions", "Answer in one line.")
+    tab.click("#save")
+    expect(tab.locator("#saved")).to_have_text("Saved.")
+    expect(tab.locator("#models dd").first).to_contain_text("second (second-model) — Your own model.")
+    row = UserSettings.objects.get(user=user)
+    assert (row.endpoint, row.endpoint_set_by, row.instructions) == (second, "user", "Answer in one line.")
+
+
+def test_too_long_instructions_are_refused_by_field(tab: Page, user: Any, endpoint: Endpoint) -> None:
+    open_panel(tab, user)
+    expect(tab.locator("#picker")).to_be_hidden()  # an empty allow-list: nothing to pick
+    tab.fill("#instructions", "x" * 4001)
+    tab.click("#save")
+    expect(tab.locator("#error-instructions")).to_contain_text("4000")
+    assert not UserSettings.objects.filter(user=user, instructions__startswith="x").exists()
