@@ -140,7 +140,9 @@ def message(params: dict[str, Any]) -> str | None:
 
 
 def _when(moment: datetime) -> str:
-    return formats.date_format(timezone.localtime(moment), "DATETIME_FORMAT")
+    """The date and time in the active language's short form (no trailing period to clash with the sentence's)."""
+    local = timezone.localtime(moment)
+    return f"{formats.date_format(local, 'SHORT_DATE_FORMAT')} {formats.time_format(local, 'H:i')}"
 
 
 def _amount(value: Any) -> str:
