@@ -8,7 +8,7 @@ must not see old data. The window is filled from the newest back.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
 from django.db.models import Exists, OuterRef, Q
 from django.db.models.functions import Length, Substr
@@ -93,7 +93,7 @@ def user_content(text: str, attachments: Sequence[Any], limit: int) -> str:
 
 
 def _assemble(
-    newest_first: Iterable[Message], attachments: dict[Any, list[Any]], current: dict[str, Any], limit: int
+    newest_first: Iterable[Message | _Row], attachments: dict[Any, list[Any]], current: dict[str, Any], limit: int
 ) -> list[dict[str, Any]]:
     kept: list[dict[str, Any]] = []
     total = len(current.get("content") or "")
@@ -112,7 +112,9 @@ def _assemble(
     return kept
 
 
-def _entry(message: Message, attachments: dict[Any, list[Any]], decided: set[Any], room: int) -> dict[str, Any] | None:
+def _entry(
+    message: Message | _Row, attachments: dict[Any, list[Any]], decided: set[Any], room: int
+) -> dict[str, Any] | None:
     """The model's view of one earlier message (``room``: what is left of the window), or None when it is left out."""
     if message.role == Message.Role.USER:
         return {"role": "user", "content": _fitted(message.content, attachments.get(message.pk, []), room)}
@@ -149,8 +151,10 @@ def _fitted(text: str, files: list[Any], room: int) -> str:
     return content
 
 
-def _card_tool(notice: Message) -> str:
+def _card_tool(notice: Message | _Row) -> str:
     """The card's ``tool_name`` (SPEC §4); the notice's own copy spares a query when the card is not loaded."""
+    if isinstance(notice, _Row):
+        return notice.card_tool or ""
     if Message.confirmation.is_cached(notice):
         card = notice.confirmation
         return card.tool_name if card is not None else ""
@@ -164,36 +168,55 @@ def _is_card(message: Message) -> bool:
     return message.tool_outcome == Message.ToolOutcome.NEEDS_CONFIRMATION and bool(message.confirmation_id)
 
 
+class _Row(NamedTuple):
+    """What the window reads of a stored message: a row read as values, with a ``Message``'s
+    attribute names (a model instance per row would cost more than the rest of the read)."""
+
+    pk: Any
+    seq: int
+    role: str
+    content: str
+    tool_calls: Any
+    tool_name: str
+    tool_outcome: str
+    notice_code: str
+    notice_params: Any
+    confirmation_id: Any
+    card_tool: str | None
+    has_files: bool
+
+
+_ROW_FIELDS = (
+    "id",
+    "seq",
+    "role",
+    "content",
+    "tool_calls",
+    "tool_name",
+    "tool_outcome",
+    "notice_code",
+    "notice_params",
+    "confirmation_id",
+    "confirmation__tool_name",
+    "has_files",
+)
+
+
 def _newest_first(
     conversation_id: Any, before_seq: int | None, files: dict[Any, list[Any]], limit: int
-) -> Iterator[Message]:
+) -> Iterator[_Row]:
     relevant = (
         Q(role__in=[Message.Role.USER, Message.Role.ASSISTANT])
         | Q(role=Message.Role.TOOL, tool_outcome=Message.ToolOutcome.NEEDS_CONFIRMATION, confirmation__isnull=False)
         | Q(role=Message.Role.NOTICE, notice_code__startswith="confirmation_", confirmation__isnull=False)
     )
-    qs = (
-        Message.objects.filter(relevant, conversation_id=conversation_id)
-        .select_related("confirmation")
-        .only(
-            "id",
-            "seq",
-            "role",
-            "content",
-            "tool_calls",
-            "tool_name",
-            "tool_outcome",
-            "notice_code",
-            "notice_params",
-            "confirmation",
-            "confirmation__tool_name",
-        )
-        .annotate(has_files=Exists(Attachment.objects.filter(message=OuterRef("pk"))))
+    qs = Message.objects.filter(relevant, conversation_id=conversation_id).annotate(
+        has_files=Exists(Attachment.objects.filter(message=OuterRef("pk")))
     )
     upper = before_seq
     while True:
         page_qs = qs if upper is None else qs.filter(seq__lt=upper)
-        page = list(page_qs.order_by("-seq")[:PAGE])
+        page = [_Row._make(values) for values in page_qs.order_by("-seq").values_list(*_ROW_FIELDS)[:PAGE]]
         _read_files(page, files, limit)
         yield from page
         if len(page) < PAGE:
@@ -208,7 +231,7 @@ def _by_message(attachments: Iterable[Any]) -> dict[Any, list[Any]]:
     return grouped
 
 
-def _read_files(page: list[Message], files: dict[Any, list[Any]], limit: int) -> None:
+def _read_files(page: list[_Row], files: dict[Any, list[Any]], limit: int) -> None:
     """The files of the page's messages, each text cut in SQL to what a window can hold.
 
     One query, and only for a page where a message has files (``has_files``, from the page's own query).

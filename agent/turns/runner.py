@@ -73,19 +73,30 @@ def run(turn_id: Any) -> None:
 
 
 def claim(turn_id: Any) -> Turn | None:
-    """``queued`` → ``running`` in one conditional UPDATE; None when someone has it."""
+    """``queued`` → ``running`` in one conditional UPDATE; None when someone has it.
+
+    The turn comes back with what its start needs to know, read in the same transaction:
+    ``agent_leases_held`` (its leases extended, none taken over) and ``agent_lapsed_cards``
+    (the chat has waiting cards past their time).
+    """
     try:
         pk = uuid.UUID(str(turn_id))
     except ValueError:
         return None
+    now = timezone.now()
+    lapsed = Confirmation.objects.filter(
+        conversation_id=OuterRef("conversation_id"), status=Confirmation.Status.WAITING, expires_at__lte=now
+    )
     with transaction.atomic():  # the sweep sees the turn queued, or running with its leases back
-        claimed = Turn.objects.filter(pk=pk, status=Status.QUEUED).update(
-            status=Status.RUNNING, started_at=timezone.now()
-        )
+        claimed = Turn.objects.filter(pk=pk, status=Status.QUEUED).update(status=Status.RUNNING, started_at=now)
         if not claimed:
             return None
-        turn = Turn.objects.select_related("endpoint", "conversation", "user").get(pk=pk)
-        locks.reclaim(turn)  # a lease that ran out while queued; a takeover shows at the first check
+        turn = (
+            Turn.objects.select_related("endpoint", "conversation", "user")
+            .annotate(agent_lapsed_cards=Exists(lapsed))
+            .get(pk=pk)
+        )
+        turn.agent_leases_held = locks.reclaim(turn)  # a lease that ran out while queued, unless taken over
     events.turn_changed(turn.conversation_id, turn.pk, Status.RUNNING)
     return turn
 
@@ -107,8 +118,12 @@ class TurnRunner:
     # -- the turn ----------------------------------------------------------------
 
     def run(self) -> End:
-        """The user's message first (SPEC §3.1), then the rounds, each after its re-check."""
-        if self.verify_turn():
+        """The user's message first (SPEC §3.1), then the rounds, each after its re-check.
+
+        Runs a turn that ``claim`` returned: its own state was read there, just now.
+        """
+        self.verify_claimed()
+        if self.turn.agent_lapsed_cards:
             with self.fenced():  # before the chat is read (SPEC §4)
                 confirmations.settle_lapsed(self.turn.conversation_id)
         limit = agent_settings.HISTORY_CHARS
@@ -233,37 +248,24 @@ class TurnRunner:
         except Refusal:
             raise TurnEnded(End(Status.FAILED, "session_ended")) from None
         self._judge(row)
-        if not row["agent_chat_alive"]:
+        if row["agent_chat_owner"] != scope.user_id:
             raise TurnEnded(End(Status.FAILED, "chat_gone"))
         if budget:
             self.budget = guard.verdict(row)
             self.site_prompt = row["agent_site_prompt"] or ""
         return scope
 
-    def verify_turn(self) -> bool:
-        """The turn's own state only, in one statement: before the user's message is stored,
-        which a session that ended since ``start`` must not lose. True when the chat has cards
-        past their time to settle before it is read."""
-        now = timezone.now()
-        lapsed = Confirmation.objects.filter(
-            conversation_id=OuterRef("conversation_id"), status=Confirmation.Status.WAITING, expires_at__lte=now
-        )
-        row = (
-            Turn.objects.filter(pk=self.turn.pk)
-            .annotate(agent_leases=locks.leases_held(OuterRef("pk"), now), agent_lapsed=Exists(lapsed))
-            .values("status", "stop_requested_at", "agent_leases", "agent_lapsed")
-            .first()
-        )
-        if row is None:
-            raise TurnEnded(End(Status.FAILED, "chat_gone"))  # deleted with its user or chat
+    def verify_claimed(self) -> None:
+        """The turn's own state as ``claim`` read it: before the user's message is stored, which a
+        session that ended since ``start`` must not lose."""
+        held = self.turn.agent_leases_held
         self._judge(
             {
-                "agent_turn_status": row["status"],
-                "agent_stop_asked": row["stop_requested_at"] is not None,
-                "agent_leases": row["agent_leases"],
+                "agent_turn_status": Status.RUNNING,
+                "agent_stop_asked": self.turn.stop_requested_at is not None,
+                "agent_leases": len(locks.turn_locks(self.turn)) if held else 0,
             }
         )
-        return bool(row["agent_lapsed"])
 
     def _judge(self, row: dict[str, Any]) -> None:
         if row["agent_stop_asked"]:
@@ -355,12 +357,12 @@ def _turn_columns(*, budget: bool) -> dict[str, Any]:
     slots, so one compiled statement serves every turn of a worker."""
     turn_pk = slot("turn", Turn._meta.pk)
     turn = Turn.objects.filter(pk=turn_pk).order_by()
-    chat = Conversation.objects.filter(pk=slot("chat", Conversation._meta.pk), user=OuterRef("pk"))
+    chat = Conversation.objects.filter(pk=slot("chat", Conversation._meta.pk)).order_by()
     columns = {
         "agent_turn_status": Subquery(turn.values("status")[:1]),
         "agent_stop_asked": Exists(turn.filter(stop_requested_at__isnull=False)),
         "agent_leases": locks.leases_held(turn_pk, slot("now")),
-        "agent_chat_alive": Exists(chat.exclude(status=Conversation.Status.DELETED)),
+        "agent_chat_owner": Subquery(chat.exclude(status=Conversation.Status.DELETED).values("user_id")[:1]),
     }
     if budget:
         columns.update(guard.budget_columns())
