@@ -19,7 +19,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -82,12 +82,56 @@ PAGE_SIZE: Any = object()
 
 
 def list_conversations(
-    ref: SessionRef, *, impersonated: bool, limit: int = PAGE_SIZE, cursor: str | None = None
+    ref: SessionRef, *, impersonated: bool, archived: bool = False, limit: int = PAGE_SIZE,
+    cursor: str | None = None,
 ) -> Page:
-    """Active chats, newest ``last_message_at`` first, one keyset page (``CHATS_PAGE``) at a time."""
+    """Active chats (with ``archived=True``, the archived ones), newest ``last_message_at`` first,
+    one keyset page (``CHATS_PAGE``) at a time."""
     scope = authorize_session(ref, impersonated=impersonated)
+    status = Conversation.Status.ARCHIVED if archived else Conversation.Status.ACTIVE
+    return _keyset_page(Conversation.objects.filter(user_id=scope.user_id, status=status), limit, cursor)
+
+
+SEARCH_MAX_CHARS = 200
+
+
+def search_conversations(
+    ref: SessionRef, query: Any, *, impersonated: bool, limit: int = PAGE_SIZE, cursor: str | None = None
+) -> Page:
+    """The user's chats, active and archived, whose title or text matches ``query``; pages as
+    ``list_conversations``.
+
+    PostgreSQL's full-text search with the ``simple`` configuration (whole words in any
+    language); elsewhere a plain case-insensitive substring.
+    """
+    scope = authorize_session(ref, impersonated=impersonated)
+    if not isinstance(query, str) or not query.strip():
+        raise ValidationError({"q": _("Type something to search for.")}, code="blank")
+    if len(query) > SEARCH_MAX_CHARS:
+        raise ValidationError(
+            {"q": _("A search can be at most %(max)d characters.") % {"max": SEARCH_MAX_CHARS}}, code="max_length"
+        )
+    qs = _matching(Conversation.objects.alive().filter(user_id=scope.user_id), query.strip())
+    return _keyset_page(qs, limit, cursor)
+
+
+def _matching(qs: QuerySet[Conversation], query: str) -> QuerySet[Conversation]:
+    """The chats of ``qs`` whose title or a user's or assistant's message matches ``query``."""
+    said = Message.objects.filter(
+        conversation=OuterRef("pk"), role__in=(Message.Role.USER, Message.Role.ASSISTANT)
+    )
+    if connection.vendor == "postgresql":
+        from django.contrib.postgres.search import SearchQuery, SearchVector
+
+        words = SearchQuery(query, config="simple", search_type="websearch")
+        said = said.annotate(words=SearchVector("content", config="simple")).filter(words=words)
+        qs = qs.annotate(title_words=SearchVector("title", config="simple"))
+        return qs.filter(Q(title_words=words) | Q(Exists(said)))
+    return qs.filter(Q(title__icontains=query) | Q(Exists(said.filter(content__icontains=query))))
+
+
+def _keyset_page(qs: QuerySet[Conversation], limit: Any, cursor: str | None) -> Page:
     limit = _clamp(agent_settings.CHATS_PAGE if limit is PAGE_SIZE else limit, agent_settings.CHATS_PAGE_MAX)
-    qs = Conversation.objects.filter(user_id=scope.user_id, status=Conversation.Status.ACTIVE)
     if cursor is not None:
         at, pk = decode_conversation_cursor(cursor)
         qs = qs.filter(last_message_at__lte=at).filter(Q(last_message_at__lt=at) | Q(last_message_at=at, id__lt=pk))
@@ -135,6 +179,12 @@ def archive_conversation(ref: SessionRef, conversation_id: Any, *, impersonated:
     """Take the chat out of the list; it can still be opened and written to."""
     scope = authorize_session(ref, impersonated=impersonated)
     return _update_owned(scope, parse_uuid(conversation_id), status=Conversation.Status.ARCHIVED)
+
+
+def restore_conversation(ref: SessionRef, conversation_id: Any, *, impersonated: bool) -> Conversation:
+    """An archived chat back in the list: one conditional UPDATE, which never brings back a deleted one."""
+    scope = authorize_session(ref, impersonated=impersonated)
+    return _update_owned(scope, parse_uuid(conversation_id), status=Conversation.Status.ACTIVE)
 
 
 def delete_conversation(ref: SessionRef, conversation_id: Any, *, impersonated: bool) -> Conversation:

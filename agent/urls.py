@@ -14,6 +14,7 @@ urlpatterns = [
     path("api/conversations/<str:conversation_id>/", views.conversation_detail, name="conversation_detail"),
     path("api/conversations/<str:conversation_id>/rename/", views.conversation_rename, name="conversation_rename"),
     path("api/conversations/<str:conversation_id>/archive/", views.conversation_archive, name="conversation_archive"),
+    path("api/conversations/<str:conversation_id>/restore/", views.conversation_restore, name="conversation_restore"),
     path("api/conversations/<str:conversation_id>/delete/", views.conversation_delete, name="conversation_delete"),
     path("api/conversations/<str:conversation_id>/messages/", views.message_list, name="message_list"),
     path("api/conversations/<str:conversation_id>/send/", views.turn_start, name="turn_start"),

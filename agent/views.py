@@ -185,6 +185,7 @@ def _page_urls() -> dict[str, str]:
     """The URLs the page's script calls, with ``PLACEHOLDER_ID`` where an id goes."""
     with_id = {
         "detail": "conversation_detail", "rename": "conversation_rename", "archive": "conversation_archive",
+        "restore": "conversation_restore",
         "delete": "conversation_delete", "messages": "message_list", "send": "turn_start", "stop": "turn_stop",
         "confirm": "confirmation_confirm", "cancel": "confirmation_cancel", "open": "chat_open",
     }
@@ -209,9 +210,13 @@ def javascript_catalog(request: HttpRequest) -> HttpResponseBase:
 @require_GET
 @api
 def conversation_list(request: HttpRequest, ref: SessionRef, impersonated: bool) -> dict[str, Any]:
-    page = conversations.list_conversations(
-        ref, impersonated=impersonated, **_limit(request.GET.get("limit")), cursor=request.GET.get("cursor")
-    )
+    """The chat list: active chats, the archived ones (``archived=1``), or those matching ``q``."""
+    paging = {**_limit(request.GET.get("limit")), "cursor": request.GET.get("cursor")}
+    if "q" in request.GET:
+        page = conversations.search_conversations(ref, request.GET["q"], impersonated=impersonated, **paging)
+    else:
+        archived = request.GET.get("archived") in ("1", "true")
+        page = conversations.list_conversations(ref, impersonated=impersonated, archived=archived, **paging)
     return {
         "conversations": [conversations.conversation_view(c) for c in page.conversations],
         "next_cursor": page.next_cursor,
@@ -255,6 +260,15 @@ def conversation_archive(
     request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str
 ) -> dict[str, Any]:
     conversation = conversations.archive_conversation(ref, conversation_id, impersonated=impersonated)
+    return {"conversation": conversations.conversation_view(conversation)}
+
+
+@require_POST
+@api
+def conversation_restore(
+    request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str
+) -> dict[str, Any]:
+    conversation = conversations.restore_conversation(ref, conversation_id, impersonated=impersonated)
     return {"conversation": conversations.conversation_view(conversation)}
 
 

@@ -30,6 +30,10 @@
     actions: $("chat-actions"),
     rename: $("rename-chat"),
     archive: $("archive-chat"),
+    restore: $("restore-chat"),
+    searchForm: $("chat-search-form"),
+    search: $("chat-search"),
+    showArchived: $("show-archived"),
     remove: $("delete-chat"),
     banner: $("banner"),
     connection: $("connection"),
@@ -57,6 +61,8 @@
   const state = {
     current: null, // the open chat's id; null for a new chat not created yet
     chats: new Map(), // id -> conversation view, as listed
+    listMode: "active", // which chats the list shows: "active", "archived", or "search" (for `query`)
+    query: "",
     listCursor: null,
     listDone: false,
     listLoading: false,
@@ -306,6 +312,12 @@
     button.type = "button";
     button.className = "chat-link";
     button.textContent = chatTitle(view);
+    if (view.status === "archived" && state.listMode === "search") {
+      const badge = document.createElement("span");
+      badge.className = "badge";
+      badge.textContent = gettext("archived");
+      button.append(" ", badge);
+    }
     if (view.id === state.current) {
       button.setAttribute("aria-current", "page");
     }
@@ -318,10 +330,18 @@
     return ui.list.querySelector('li[data-id="' + CSS.escape(id) + '"]');
   }
 
+  function belongsInList(view, known) {
+    if (state.listMode === "search") {
+      return known && view.status !== "deleted"; // a search's results change only by searching
+    }
+    return view.status === state.listMode;
+  }
+
   function putChat(view, where) {
+    // `where`: "top", "end" (a listed page's row), or in place when it is listed already.
     state.chats.set(view.id, view);
     const old = listItem(view.id);
-    if (view.status !== "active") {
+    if (!belongsInList(view, Boolean(old) || where === "end")) {
       if (old) {
         old.remove();
       }
@@ -357,8 +377,21 @@
     state.listLoading = true;
     ui.listStatus.textContent = gettext("Loading…");
     try {
-      const query = state.listCursor ? "?cursor=" + encodeURIComponent(state.listCursor) : "";
-      const data = await api("GET", urlFor("list") + query);
+      const mode = state.listMode;
+      const query = state.query;
+      const params = new URLSearchParams();
+      if (mode === "archived") {
+        params.set("archived", "1");
+      } else if (mode === "search") {
+        params.set("q", query);
+      }
+      if (state.listCursor) {
+        params.set("cursor", state.listCursor);
+      }
+      const data = await api("GET", urlFor("list") + "?" + params.toString());
+      if (mode !== state.listMode || query !== state.query) {
+        return; // the list was switched while this page was on its way
+      }
       data.conversations.forEach((view) => {
         if (!listItem(view.id)) {
           putChat(view, "end");
@@ -366,7 +399,7 @@
       });
       state.listCursor = data.next_cursor;
       state.listDone = !data.next_cursor;
-      ui.listStatus.textContent = state.listDone && !ui.list.children.length ? gettext("No chats yet.") : "";
+      ui.listStatus.textContent = state.listDone && !ui.list.children.length ? emptyListText() : "";
     } catch (error) {
       ui.listStatus.textContent = errorText(error);
       return;
@@ -376,6 +409,42 @@
     if (nearEnd(ui.listBox)) {
       loadChats();
     }
+  }
+
+  function emptyListText() {
+    if (state.listMode === "archived") {
+      return gettext("No archived chats.");
+    }
+    return state.listMode === "search" ? gettext("No chats match your search.") : gettext("No chats yet.");
+  }
+
+  function showList(mode, query) {
+    // Switch what the list shows and read it again from its first page.
+    state.listMode = mode;
+    state.query = query || "";
+    state.listCursor = null;
+    state.listDone = false;
+    state.listLoading = false;
+    ui.list.replaceChildren();
+    ui.listStatus.textContent = "";
+    ui.showArchived.setAttribute("aria-pressed", String(mode === "archived"));
+    ui.listBox.setAttribute("aria-label", mode === "archived" ? gettext("Archived chats") :
+      mode === "search" ? gettext("Search results") : gettext("Chats"));
+    loadChats();
+  }
+
+  let searchTimer = null;
+
+  function searchSoon() {
+    window.clearTimeout(searchTimer);
+    searchTimer = window.setTimeout(() => {
+      const query = ui.search.value.trim();
+      if (query) {
+        showList("search", query);
+      } else if (state.listMode === "search") {
+        showList("active");
+      }
+    }, 250);
   }
 
   function nearEnd(box) {
@@ -871,6 +940,7 @@
       ui.title.append(" ", badge);
     }
     ui.archive.hidden = Boolean(view && view.status === "archived");
+    ui.restore.hidden = !(view && view.status === "archived");
     document.title = (view ? chatTitle(view) + " · " : "") + gettext("Assistant");
   }
 
@@ -888,8 +958,9 @@
     showHeader(id ? state.chats.get(id) : null);
     closeSidebar();
     updateComposer();
-    if (opts.push) {
-      history.pushState({ chat: id }, "", id ? urlFor("open", id) : urlFor("chat"));
+    if (opts.push || opts.replace) {
+      // The address bar always names a chat that exists: a gone one is replaced, not kept in history.
+      history[opts.replace ? "replaceState" : "pushState"]({ chat: id }, "", id ? urlFor("open", id) : urlFor("chat"));
     }
     if (!id) {
       ui.text.focus();
@@ -986,7 +1057,7 @@
     }
     state.chats.delete(id);
     if (state.current === id) {
-      openChat(null, { push: true });
+      openChat(null, { replace: true });
       showBanner(refusalText("not_found"));
     }
   }
@@ -1034,7 +1105,12 @@
     try {
       if (!box.chat) {
         const created = await api("POST", urlFor("create"), {});
-        putChat(created.conversation, "top");
+        if (state.listMode === "active") {
+          putChat(created.conversation, "top");
+        } else {
+          ui.search.value = "";
+          showList("active"); // a new chat is shown among the active ones
+        }
         ui.listStatus.textContent = "";
         state.outboxes.delete(null);
         box.chat = created.conversation.id;
@@ -1111,6 +1187,24 @@
       if (chat === state.current) {
         showHeader(data.conversation);
         ui.rename.focus();
+      }
+    } catch (error) {
+      showBanner(errorText(error));
+    }
+  }
+
+  async function restore() {
+    const chat = state.current;
+    try {
+      const data = await api("POST", urlFor("restore", chat));
+      if (state.listMode === "active") {
+        putChat(data.conversation, "top");
+      } else {
+        putChat(data.conversation);
+      }
+      if (chat === state.current) {
+        showHeader(data.conversation);
+        ui.archive.focus();
       }
     } catch (error) {
       showBanner(errorText(error));
@@ -1286,6 +1380,16 @@
   ui.rename.addEventListener("click", openRename);
   ui.renameForm.addEventListener("submit", rename);
   ui.archive.addEventListener("click", archive);
+  ui.restore.addEventListener("click", restore);
+  ui.showArchived.addEventListener("click", () => {
+    ui.search.value = "";
+    showList(state.listMode === "archived" ? "active" : "archived");
+  });
+  ui.search.addEventListener("input", searchSoon);
+  ui.searchForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    searchSoon();
+  });
   ui.remove.addEventListener("click", openDelete);
   ui.deleteForm.addEventListener("submit", remove);
   document.querySelectorAll(".dialog-close").forEach((button) => {
