@@ -27,7 +27,7 @@ from . import events
 from .access import Scope, SessionRef, authorize_session
 from .conf import agent_settings
 from .errors import InvalidCursor, NotFound
-from .models import Conversation, Lock, Message
+from .models import Conversation, Lock, Message, Turn
 
 topic = events.topic
 
@@ -298,22 +298,27 @@ class LeaseLost(Exception):
 
 
 def append_message(
-    conversation_id: uuid.UUID, *, title_from: str | None = None, lease: tuple[str, Any] | None = None, **fields: Any
+    conversation_id: uuid.UUID,
+    *,
+    title_from: str | None = None,
+    lease: tuple[str, Any] | None = None,
+    link_turn: bool = False,
+    **fields: Any,
 ) -> Message:
     """Append a message to a live chat and broadcast it after commit.
 
     Trusts its caller: the turn loop and the cards, after their own checks.
     The chat's row is updated first, so its row lock orders ``seq``. With ``lease`` (a lock's
     name and holder), nothing is stored unless that lease is held and unexpired, its row
-    locked in the same transaction (``LeaseLost``). On PostgreSQL the lease, the chat's
-    counters and the message are one statement (one round trip, no transaction of its own);
-    elsewhere they are three in a transaction.
+    locked in the same transaction (``LeaseLost``). With ``link_turn``, the message's ``turn``
+    names it as the user's message it stores. On PostgreSQL all of it is one statement (one
+    round trip, no transaction of its own); elsewhere a few in a transaction.
     """
     now = timezone.now()
     title = auto_title(title_from) if title_from else ""
     message = Message(conversation_id=conversation_id, seq=0, created_at=now, **fields)
     if connection.vendor == "postgresql":
-        message.seq = _store_in_one(message, title, lease, now)
+        message.seq = _store_in_one(message, title, lease, now, link_turn=link_turn)
         message._state.adding, message._state.db = False, connection.alias
         events.message_added(conversation_id, message.pk)
         return message
@@ -322,13 +327,18 @@ def append_message(
             raise LeaseLost()
         message.seq = _advance_chat(conversation_id, now, title)
         message.save(force_insert=True)
+        if link_turn:
+            Turn.objects.filter(pk=message.turn_id).update(user_message=message)
         events.message_added(conversation_id, message.pk)
     return message
 
 
-def _store_in_one(message: Message, title: str, lease: tuple[str, Any] | None, now: datetime) -> int:
-    """PostgreSQL: the lease (locked ``FOR UPDATE``), the chat's counters and the message, in one
-    statement; the message's ``seq``. The rare refusal is told apart by one more read."""
+def _store_in_one(
+    message: Message, title: str, lease: tuple[str, Any] | None, now: datetime, *, link_turn: bool
+) -> int:
+    """PostgreSQL: the lease (locked ``FOR UPDATE``), the chat's counters, the message and its
+    turn's link to it, in one statement; the message's ``seq``. The rare refusal is told apart
+    by one more read."""
     quote = connection.ops.quote_name
     chat, lock = Conversation._meta, Lock._meta
     params: list[Any] = []
@@ -349,15 +359,23 @@ def _store_in_one(message: Message, title: str, lease: tuple[str, Any] | None, n
         else:
             values.append("%s")
             params.append(field.get_db_prep_save(field.pre_save(message, add=True), connection))
+    link = ""
+    if link_turn:
+        link = (
+            f", agent_link AS (UPDATE {quote(Turn._meta.db_table)} SET {quote('user_message_id')} = agent_stored.id"
+            f" FROM agent_stored WHERE {quote(Turn._meta.db_table)}.{quote('id')} = %s)"
+        )
+        params.append(_prep(Turn._meta, "id", message.turn_id))
     sql = (
         f"WITH {fence}agent_chat AS (UPDATE {quote(chat.db_table)} SET"
         f" {quote('message_count')} = {quote('message_count')} + 1, {quote('last_message_at')} = %s,"
         f" {quote('updated_at')} = %s, {quote('title')} = CASE WHEN {quote('title')} = '' THEN %s"
         f" ELSE {quote('title')} END WHERE {quote('id')} = %s AND {quote('status')} <> %s"
         f"{' AND EXISTS (SELECT 1 FROM agent_fence)' if lease is not None else ''}"
-        f" RETURNING {quote('message_count')}) "
-        f"INSERT INTO {quote(Message._meta.db_table)} ({', '.join(columns)})"
-        f" SELECT {', '.join(values)} FROM agent_chat RETURNING {quote('seq')}"
+        f" RETURNING {quote('message_count')}), "
+        f"agent_stored AS (INSERT INTO {quote(Message._meta.db_table)} ({', '.join(columns)})"
+        f" SELECT {', '.join(values)} FROM agent_chat RETURNING {quote('id')} AS id, {quote('seq')} AS seq)"
+        f"{link} SELECT seq FROM agent_stored"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

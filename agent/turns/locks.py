@@ -91,11 +91,17 @@ def reclaim(turn: Turn) -> bool:
     Nothing renews a queued turn's lease; a row still naming it as holder was
     taken by no one, so extending it is safe. False when one was taken.
     """
-    names = turn_locks(turn)
-    renewed = Lock.objects.filter(name__in=names, holder=turn.pk).update(
-        expires_at=timezone.now() + timedelta(seconds=agent_settings.LOCK_LEASE_S)
-    )
-    return renewed == len(names)
+    return reclaim_holder(turn.pk) == len(turn_locks(turn))
+
+
+def reclaim_holder(holder: Any) -> int:
+    """``reclaim`` by holder (a turn holds only the locks it took at its start): how many were extended."""
+    return Lock.objects.filter(holder=holder).update(expires_at=lease_end(timezone.now()))
+
+
+def lease_end(now: Any) -> Any:
+    """When a lease taken or extended at ``now`` runs out."""
+    return now + timedelta(seconds=agent_settings.LOCK_LEASE_S)
 
 
 def release(turn: Turn) -> None:

@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.core.exceptions import ValidationError
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
@@ -29,7 +29,7 @@ from ..ai import AIError, Completion, ToolCall, complete, endpoints, guard, usag
 from ..conf import agent_settings
 from ..conversations import LeaseLost, append_message
 from ..errors import Forbidden, NotFound, Refusal
-from ..models import AgentSettings, Confirmation, Conversation, Message, Turn
+from ..models import AgentSettings, Confirmation, Conversation, Lock, Message, Turn
 from ..tools import execute_as, registry, visible_for
 from . import history, locks, monitor
 from .prompt import system_prompt
@@ -88,17 +88,40 @@ def claim(turn_id: Any) -> Turn | None:
         conversation_id=OuterRef("conversation_id"), status=Confirmation.Status.WAITING, expires_at__lte=now
     )
     with transaction.atomic():  # the sweep sees the turn queued, or running with its leases back
-        claimed = Turn.objects.filter(pk=pk, status=Status.QUEUED).update(status=Status.RUNNING, started_at=now)
-        if not claimed:
+        extended = _mark_running(pk, now)  # and its leases extended: one that ran out while queued, unless taken
+        if extended is None:
             return None
         turn = (
             Turn.objects.select_related("endpoint", "conversation", "user")
             .annotate(agent_lapsed_cards=Exists(lapsed))
             .get(pk=pk)
         )
-        turn.agent_leases_held = locks.reclaim(turn)  # a lease that ran out while queued, unless taken over
+        turn.agent_leases_held = extended == len(locks.turn_locks(turn))
     events.turn_changed(turn.conversation_id, turn.pk, Status.RUNNING)
     return turn
+
+
+def _mark_running(pk: uuid.UUID, now: Any) -> int | None:
+    """``queued`` → ``running`` and the turn's leases extended (``locks.reclaim``): how many were,
+    or None when the turn was not queued. One statement on PostgreSQL."""
+    if connection.vendor != "postgresql":
+        if not Turn.objects.filter(pk=pk, status=Status.QUEUED).update(status=Status.RUNNING, started_at=now):
+            return None
+        return locks.reclaim_holder(pk)
+    quote, turn, lock = connection.ops.quote_name, Turn._meta, Lock._meta
+    sql = (
+        f"WITH agent_claimed AS (UPDATE {quote(turn.db_table)} SET {quote('status')} = %s, {quote('started_at')} = %s"
+        f" WHERE {quote('id')} = %s AND {quote('status')} = %s RETURNING {quote('id')}),"
+        f" agent_leases AS (UPDATE {quote(lock.db_table)} SET {quote('expires_at')} = %s"
+        f" WHERE {quote('holder')} = %s AND EXISTS (SELECT 1 FROM agent_claimed) RETURNING 1)"
+        f" SELECT (SELECT COUNT(*) FROM agent_claimed), (SELECT COUNT(*) FROM agent_leases)"
+    )
+    at = turn.get_field("started_at").get_db_prep_value(now, connection)
+    expires = lock.get_field("expires_at").get_db_prep_value(locks.lease_end(now), connection)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [Status.RUNNING, at, pk, Status.QUEUED, expires, pk])
+        claimed, extended = cursor.fetchone()
+    return int(extended) if claimed else None
 
 
 class StoreFailed(Exception):
@@ -323,23 +346,22 @@ class TurnRunner:
 
     def _store(self, *, title_from: str | None = None, off_purpose: str | None = None, users_own: bool = False,
                **fields: Any) -> Message:
-        """Append a message of this turn, with what goes with it (the off-purpose flag, the turn's
-        link to the user's message), only while the turn still holds the chat's lease: checked and
-        locked in the statement that stores it, and what goes with it in the same transaction."""
+        """Append a message of this turn, with what goes with it (the turn's link to the user's
+        message, the off-purpose flag), only while the turn still holds the chat's lease: checked
+        and locked in the statement that stores it, and what goes with it in the same transaction."""
         lease = (locks.chat_lock(self.turn.conversation_id), self.turn.pk)
         flag = off_purpose is not None and not self.flagged
-        # Alone, the message's one statement is atomic. A transaction when more goes with it, or a
-        # savepoint inside a caller's transaction, so a refused message leaves that one usable.
-        own = flag or users_own or transaction.get_connection().in_atomic_block
+        # Alone, the message's one statement is atomic. A transaction when the flag goes with it, or
+        # a savepoint inside a caller's transaction, so a refused message leaves that one usable.
+        own = flag or transaction.get_connection().in_atomic_block
         try:
             with transaction.atomic() if own else contextlib.nullcontext():
                 message = append_message(
-                    self.turn.conversation_id, turn=self.turn, title_from=title_from, lease=lease, **fields
+                    self.turn.conversation_id, turn=self.turn, title_from=title_from, lease=lease,
+                    link_turn=users_own, **fields,
                 )
                 if flag:
                     self.flagged = guard.report_off_purpose(self.turn.user, self.turn.pk, off_purpose)
-                if users_own:
-                    Turn.objects.filter(pk=self.turn.pk).update(user_message=message)
                 return message
         except LeaseLost:
             raise TurnEnded(End(Status.FAILED, "lock_lost")) from None

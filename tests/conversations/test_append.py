@@ -70,3 +70,19 @@ def test_the_stored_fields_are_the_ones_given(chat: Any) -> None:
     row = Message.objects.get(pk=tool.pk)
     assert (row.seq, row.tool_result, row.assistant_message_id, row.notice_params) == (2, {"n": [1, 2]}, answer.pk, {})
     assert Message.objects.get(pk=answer.pk).tool_calls == [{"id": "c1", "name": "x"}]
+
+
+def test_the_users_message_of_a_turn_is_named_by_the_turn_in_the_same_statement(
+    ref: Any, chat: Any, endpoint: Any
+) -> None:
+    from agent import turns
+    from agent.models import Turn
+
+    turn = turns.start(ref, chat.pk, "hello", impersonated=False)
+    lease = (f"chat:{chat.pk}", turn.pk)
+    with CaptureQueriesContext(connection) as queries:
+        message = append_message(
+            chat.pk, role=Message.Role.USER, content="hello", turn=turn, lease=lease, link_turn=True
+        )
+    assert len(queries) == (1 if connection.vendor == "postgresql" else 4)
+    assert Turn.objects.get(pk=turn.pk).user_message_id == message.pk
