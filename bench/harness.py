@@ -158,6 +158,24 @@ class QueryClock:
         return len(self.queries)
 
 
+class BusyCores:
+    """How many of the machine's cores were busy (not idle) since this was made, from ``/proc/stat``:
+    the benchmarks share the machine, so each run says how loaded it was."""
+
+    def __init__(self) -> None:
+        self.began = time.monotonic(), self._busy()
+
+    @staticmethod
+    def _busy() -> float:
+        with open("/proc/stat") as stat:
+            ticks = [int(x) for x in stat.readline().split()[1:]]
+        return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+    def since(self) -> float:
+        began, busy = self.began
+        return (self._busy() - busy) / max(time.monotonic() - began, 1e-9)
+
+
 def pct(values: Sequence[float], p: float) -> float:
     """The ``p``-th percentile (nearest rank), in the values' unit."""
     ordered = sorted(values)

@@ -1,13 +1,18 @@
 """Non-model time per round of a turn (SPEC §14), on PostgreSQL and Redis.
 
-200 turns of 3 rounds (two reads, notes_search and notes_read, in rounds 1
-and 2; the answer in round 3) against the scripted model server, each run by
-``agent.tasks.run_turn`` in this process: once in empty chats and once in
-chats with 400 earlier messages, interleaved. Timing shims wrap the runner
+Turns of 3 rounds (two reads in rounds 1 and 2, two tool calls each; the
+answer in round 3), each run by ``agent.tasks.run_turn`` in this process, in
+short chats (20-92 earlier messages, as the peer's first turns) and in chats
+with 400 earlier messages, interleaved. The model is a scripted server: the
+tests' own in this process, or with ``--server`` any OpenAI-compatible one
+such as the peer bench's ``scripted_llm.py`` (which picks the first two tools
+offered; the bench user sees only the two reads). Timing shims wrap the runner
 and the SDK client from outside; ``agent/`` is not changed.
 
-Run: ``.venv/bin/python bench/turn_overhead.py`` (``--turns N``).
+Run: ``.venv/bin/python bench/turn_overhead.py`` (``--turns N``, ``--profile``,
+``--server URL``, ``--json FILE``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,16 +28,22 @@ from typing import Any, Callable
 
 import harness
 
-USERNAME = "bench_turns"
-EARLIER = 400
+USERNAME = "bench_reads"  # holds notes.view_note only: the tools it sees are notes_read and notes_search
+LONG = 400
 QUESTION = "What do my notes say about milk and bread?"
+ROUNDS = (1, 2, 3)
+
+
+def short_history(index: int) -> int:
+    """Earlier messages of the ``index``-th short chat: 20, 28, ... 92, as the peer's turns 1-10."""
+    return 20 + 8 * (index % 10)
 
 
 @dataclass
 class Probe:
     """What the shims saw during one turn (perf_counter seconds)."""
 
-    rounds: dict[int, tuple[float, float]] = field(default_factory=dict)
+    rounds: dict[int, tuple[float, float, float]] = field(default_factory=dict)  # start, end, thread CPU at end
     http: list[tuple[float, float]] = field(default_factory=list)  # the SDK's HTTP send: network and server
     create: list[tuple[float, float]] = field(default_factory=list)  # the whole chat.completions.create
     builds: list[tuple[float, list[dict[str, Any]]]] = field(default_factory=list)  # request_messages: time, result
@@ -42,7 +53,8 @@ class Probe:
 
 
 def install(probe_of: Callable[[], Probe], clock: harness.QueryClock) -> None:
-    """Wrap the runner's round and request build, the history read, event sends and the SDK client."""
+    """Wrap the runner's round, tool execution and request build, the history read, event sends
+    and the SDK client."""
     from agent import events
     from agent.ai import client as ai_client
     from agent.turns import history, runner
@@ -55,8 +67,17 @@ def install(probe_of: Callable[[], Probe], clock: harness.QueryClock) -> None:
         try:
             return original_round(self, scope, number, last=last)
         finally:
-            probe_of().rounds[number] = (began, time.perf_counter())
+            probe_of().rounds[number] = (began, time.perf_counter(), time.thread_time())
             clock.tag = ("pre", number + 1)
+
+    original_execute = runner.TurnRunner.execute
+
+    def tagged_execute(self: Any, scope: Any, call: Any, *, is_write: bool) -> Any:
+        outer, clock.tag = clock.tag, ("tool", clock.tag[1])  # the tool's own queries are not ours
+        try:
+            return original_execute(self, scope, call, is_write=is_write)
+        finally:
+            clock.tag = outer
 
     original_build = runner.TurnRunner.request_messages
 
@@ -100,6 +121,7 @@ def install(probe_of: Callable[[], Probe], clock: harness.QueryClock) -> None:
 
     connection._commit = spans(connection._commit, lambda: probe_of().commits)  # type: ignore[attr-defined]
     runner.TurnRunner.round = timed_round
+    runner.TurnRunner.execute = tagged_execute
     runner.TurnRunner.request_messages = timed_build
     history.load = timed_load
     events._send_rollback_unsafe = timed_send
@@ -125,64 +147,89 @@ def inside(intervals: list[tuple[float, float]], low: float, high: float) -> flo
 class Variant:
     name: str
     chats: list[Any]
-    nonmodel: dict[int, list[float]] = field(default_factory=lambda: {1: [], 2: [], 3: []})
-    queries: dict[int, list[int]] = field(default_factory=lambda: {1: [], 2: [], 3: []})
+    earlier: list[int]
+    nonmodel: dict[int, list[float]] = field(default_factory=lambda: {r: [] for r in ROUNDS})
+    cpu: dict[int, list[float]] = field(default_factory=lambda: {r: [] for r in ROUNDS})
+    ours: dict[int, list[int]] = field(default_factory=lambda: {r: [] for r in ROUNDS})  # our statements
+    tools: dict[int, list[int]] = field(default_factory=lambda: {r: [] for r in ROUNDS})  # the tools' own
+    per_turn: list[float] = field(default_factory=list)  # run_turn's non-model time / 3
+    with_start: list[float] = field(default_factory=list)  # start() + run_turn, non-model, / 3
     sql: list[float] = field(default_factory=list)
     events: list[float] = field(default_factory=list)
     commits: list[float] = field(default_factory=list)
     commit_count: list[int] = field(default_factory=list)
     other: list[float] = field(default_factory=list)
     kinds: list[Counter[str]] = field(default_factory=list)
+    sample: dict[int, list[str]] = field(default_factory=dict)  # one turn's statements, round by round
     sdk: list[float] = field(default_factory=list)
     http: list[float] = field(default_factory=list)
     build: list[float] = field(default_factory=list)
     build_bytes: list[int] = field(default_factory=list)
     build_messages: list[int] = field(default_factory=list)
     history: list[float] = field(default_factory=list)
-    setup: list[float] = field(default_factory=list)
-    setup_queries: list[int] = field(default_factory=list)
-    ending: list[float] = field(default_factory=list)
-    ending_queries: list[int] = field(default_factory=list)
     turn: list[float] = field(default_factory=list)
     start: list[float] = field(default_factory=list)
     start_queries: list[int] = field(default_factory=list)
 
     def rounds(self) -> list[float]:
-        return [v for r in (1, 2, 3) for v in self.nonmodel[r]]
+        return [v for r in ROUNDS for v in self.nonmodel[r]]
 
-    def round_queries(self) -> list[int]:
-        return [v for r in (1, 2, 3) for v in self.queries[r]]
+    def summary(self) -> dict[str, Any]:
+        return {
+            "earlier_messages": [min(self.earlier), max(self.earlier)],
+            "per_round": self.rounds(),
+            "per_round_by_round": {str(r): self.nonmodel[r] for r in ROUNDS},
+            "cpu_by_round": {str(r): self.cpu[r] for r in ROUNDS},
+            "per_turn_over_3": self.per_turn,
+            "with_start_over_3": self.with_start,
+            "statements_ours_by_round": {str(r): self.ours[r] for r in ROUNDS},
+            "statements_tools_by_round": {str(r): self.tools[r] for r in ROUNDS},
+        }
 
 
 def prepare(turns: int, warmup: int) -> tuple[Any, list[int], Variant, Variant]:
-    """The user with the notes permissions and a few notes, and one chat per turn of each variant."""
+    """The bench user with a few notes, and one chat per turn of each variant, filled by SQL."""
     from agent.models import Conversation
     from agent_project.notes.models import Note
 
-    user = harness.bench_user(USERNAME, "notes.view_note", "notes.add_note", "notes.change_note")
+    user = harness.bench_user(USERNAME, "notes.view_note")
     if Note.objects.filter(owner=user).count() < 5:
-        for title, body in [("Milk", "Buy milk on Friday."), ("Bread", "Rye bread from the bakery."),
-                            ("Milk prices", "Milk went up 10%."), ("Bread recipe", "Flour, water, salt, yeast."),
-                            ("Shopping", "Milk, bread, eggs.")]:
+        for title, body in [
+            ("Milk", "Buy milk on Friday."),
+            ("Bread", "Rye bread from the bakery."),
+            ("Milk prices", "Milk went up 10%."),
+            ("Bread recipe", "Flour, water, salt, yeast."),
+            ("Shopping", "Milk, bread, eggs."),
+        ]:
             Note.objects.create(owner=user, title=title, body=body * 20)
     note_ids = list(Note.objects.filter(owner=user).order_by("pk").values_list("pk", flat=True)[:2])
     count = turns + warmup
-    empty = [Conversation.objects.create(user=user, title="bench: empty") for _ in range(count)]
-    long = [Conversation.objects.create(user=user, title=f"bench: {EARLIER} earlier") for _ in range(count)]
+    short = Variant("short chat (20-92)", [], [short_history(i) for i in range(count)])
+    long = Variant(f"{LONG} earlier messages", [], [LONG] * count)
     began = time.monotonic()
-    for chat in long:
-        harness.fill_messages(chat.pk, EARLIER, chars=300)
-    print(f"filled {count} chats with {EARLIER} earlier messages each in {time.monotonic() - began:.1f} s")
-    return user, note_ids, Variant("empty chat", empty), Variant(f"{EARLIER} earlier messages", long)
+    for variant in (short, long):
+        for earlier in variant.earlier:
+            chat = Conversation.objects.create(user=user, title=f"bench: {earlier} earlier")
+            harness.fill_messages(chat.pk, earlier, chars=300)
+            variant.chats.append(chat)
+    print(f"made {2 * count} chats with their earlier messages in {time.monotonic() - began:.1f} s")
+    return user, note_ids, short, long
 
 
-def point_endpoint_at(server: Any) -> Any:
+def point_endpoint_at(base_url: str) -> Any:
     from agent.models import AgentSettings, Endpoint
 
     endpoint, _created = Endpoint.objects.update_or_create(
         name="bench-scripted",
-        defaults={"base_url": server.base_url, "api_key": "sk-bench", "model": "scripted-model",
-                  "input_price_per_mtok": 2, "output_price_per_mtok": 8, "timeout_s": 5, "enabled": True},
+        defaults={
+            "base_url": base_url,
+            "api_key": "sk-bench",
+            "model": "scripted-model",
+            "input_price_per_mtok": 2,
+            "output_price_per_mtok": 8,
+            "timeout_s": 5,
+            "enabled": True,
+        },
     )
     site = AgentSettings.current()
     site.enabled = True
@@ -199,20 +246,35 @@ def purge_queue() -> None:
         conn.default_channel.queue_purge(app.conf.task_default_queue)
 
 
-def run_one(ref: Any, chat: Any, note_ids: list[int], server: Any, clock: harness.QueryClock,
-            holder: list[Probe], variant: Variant | None) -> None:
-    """One turn: start it, run it here, and file its figures under ``variant`` (None: warm-up)."""
-    from agent import turns
-    from agent.models import Message, Turn
-    from agent.tasks import run_turn
+def script(server: Any, note_ids: list[int]) -> None:
+    """The in-process server's replies for one turn (an external server decides by itself)."""
     from tests.model_server import answer, tool_calls
 
+    if server is None:
+        return
     first, second = note_ids
     server.push(
         tool_calls(("notes_search", {"query": "milk"}), ("notes_read", {"note_id": first})),
         tool_calls(("notes_search", {"query": "bread"}), ("notes_read", {"note_id": second})),
         answer("Your notes say to buy milk on Friday and rye bread from the bakery."),
     )
+
+
+def run_one(
+    ref: Any,
+    chat: Any,
+    note_ids: list[int],
+    server: Any,
+    clock: harness.QueryClock,
+    holder: list[Probe],
+    variant: Variant | None,
+) -> None:
+    """One turn: start it, run it here, and file its figures under ``variant`` (None: warm-up)."""
+    from agent import turns
+    from agent.models import Message, Turn
+    from agent.tasks import run_turn
+
+    script(server, note_ids)
     clock.tag = "start"
     mark = clock.mark()
     began = time.perf_counter()
@@ -222,9 +284,11 @@ def run_one(ref: Any, chat: Any, note_ids: list[int], server: Any, clock: harnes
     probe = holder[0] = Probe()
     clock.tag = "setup"
     mark = clock.mark()
+    c0 = time.thread_time()
     t0 = time.perf_counter()
     run_turn(str(turn.pk))
     t1 = time.perf_counter()
+    c1 = time.thread_time()
     clock.tag = None
     queries = clock.queries[mark:]
 
@@ -233,47 +297,63 @@ def run_one(ref: Any, chat: Any, note_ids: list[int], server: Any, clock: harnes
     expected = [("user", "")] + [("assistant", ""), ("tool", "ok"), ("tool", "ok")] * 2 + [("assistant", "")]
     assert turn.status == Turn.Status.FINISHED, (turn.status, turn.end_reason)
     assert outcomes == expected, outcomes
-    assert sorted(probe.rounds) == [1, 2, 3] and len(probe.http) == 3, (probe.rounds, probe.http)
+    assert sorted(probe.rounds) == list(ROUNDS) and len(probe.http) == 3, (probe.rounds, probe.http)
     if variant is None:
         return
 
-    ends = {r: probe.rounds[r][1] for r in (1, 2, 3)}
+    ends = {r: probe.rounds[r][1] for r in ROUNDS}
     windows = {1: (t0, ends[1]), 2: (ends[1], ends[2]), 3: (ends[2], t1)}
+    cpu_marks = {0: c0, 1: probe.rounds[1][2], 2: probe.rounds[2][2], 3: c1}
     tags: dict[int, set[Any]] = {
-        1: {"setup", ("body", 1)}, 2: {("pre", 2), ("body", 2)}, 3: {("pre", 3), ("body", 3), ("pre", 4)},
+        1: {"setup", ("pre", 1), ("body", 1)},
+        2: {("pre", 2), ("body", 2)},
+        3: {("pre", 3), ("body", 3), ("pre", 4)},
     }
+    mine = {r: tags[r] | {("tool", r)} for r in ROUNDS}
     for r, (low, high) in windows.items():
         nonmodel = high - low - inside(probe.http, low, high)
-        sql = sum(q[2] for q in queries if q[3] in tags[r])
+        sql = sum(q[2] for q in queries if q[3] in tags[r] or q[3] == ("tool", r))
         sent = inside(probe.events, low, high)
         sdk = inside(probe.create, low, high) - inside(probe.http, low, high)
         committed = inside(probe.commits, low, high)
         variant.nonmodel[r].append(nonmodel)
-        variant.queries[r].append(sum(1 for q in queries if q[3] in tags[r]))
+        variant.cpu[r].append(cpu_marks[r] - cpu_marks[r - 1])
+        variant.ours[r].append(sum(1 for q in queries if q[3] in tags[r]))
+        variant.tools[r].append(sum(1 for q in queries if q[3] == ("tool", r)))
         variant.sql.append(sql)
         variant.events.append(sent)
         variant.sdk.append(sdk)
         variant.commits.append(committed)
-        variant.commit_count.append(sum(1 for c0, c1 in probe.commits if low <= c0 and c1 <= high))
+        variant.commit_count.append(sum(1 for c0_, c1_ in probe.commits if low <= c0_ and c1_ <= high))
         variant.other.append(nonmodel - sql - sent - sdk - committed)
-    variant.kinds.append(Counter(kind(q[0]) for q in queries))
+    if not variant.sample:
+        variant.sample = {
+            r: [("tool: " if q[3] == ("tool", r) else "") + kind(q[0]) for q in queries if q[3] in mine[r]]
+            for r in ROUNDS
+        }
+    variant.kinds.append(Counter(kind(q[0]) for q in queries if not (isinstance(q[3], tuple) and q[3][0] == "tool")))
+    http_total = sum(end - start for start, end in probe.http)
+    variant.per_turn.append((t1 - t0 - http_total) / 3)
+    variant.with_start.append((t1 - t0 - http_total + started - began) / 3)
     variant.http += [end - start for start, end in probe.http]
     for seconds, messages in probe.builds:
         variant.build.append(seconds)
         variant.build_bytes.append(len(json.dumps(messages, ensure_ascii=False).encode()))
         variant.build_messages.append(len(messages))
     variant.history += probe.history
-    variant.setup.append(probe.rounds[1][0] - t0)
-    variant.setup_queries.append(sum(1 for q in queries if q[3] == "setup"))
-    variant.ending.append(t1 - ends[3])
-    variant.ending_queries.append(sum(1 for q in queries if q[3] == ("pre", 4)))
     variant.turn.append(t1 - t0)
     variant.start.append(started - began)
     variant.start_queries.append(start_queries)
 
 
 def kind(sql: str) -> str:
-    """A query's statement and table, e.g. ``SELECT agent_lock FOR UPDATE``."""
+    """A query's statement and table, e.g. ``SELECT agent_lock FOR UPDATE``; ours are named."""
+    if sql.startswith("WITH agent_fence"):
+        return "store: lease + chat counters + message"
+    if sql.startswith("WITH agent_chat"):
+        return "store: chat counters + message"
+    if sql.startswith("WITH agent_claimed"):
+        return "claim: running + leases extended"
     words = sql.split()
     verb = words[0].upper() if words else "?"
     if verb in {"SAVEPOINT", "RELEASE", "ROLLBACK"}:
@@ -283,6 +363,8 @@ def kind(sql: str) -> str:
         if sql.count("(", 0, match.start()) == sql.count(")", 0, match.start()):  # not in a subquery
             table = match.group(1)
             break
+    if verb == "SELECT" and table == "auth_user" and "agent_leases" in sql:
+        return "check: session, rights, turn, leases, chat" + (", budget" if "agent_cap_user" in sql else "")
     if verb == "SELECT" and sql.upper().startswith("SELECT COUNT("):
         verb = "SELECT COUNT"
     return f"{verb} {table}" + (" FOR UPDATE" if "FOR UPDATE" in sql else "")
@@ -295,57 +377,65 @@ def report(a: Variant, b: Variant) -> None:
     def p95(values: list[float]) -> str:
         return harness.ms(harness.pct(values, 95))
 
+    def by_round(values: dict[int, list[int]]) -> str:
+        return " / ".join(f"{harness.median(values[r]):.0f}" for r in ROUNDS)
+
     rows: list[tuple[str, Callable[[Variant], str]]] = [
         ("non-model per round p50 (ms)", lambda v: p50(v.rounds())),
         ("non-model per round p95 (ms)", lambda v: p95(v.rounds())),
         ("  round 1 p50 / p95 (with turn setup)", lambda v: f"{p50(v.nonmodel[1])} / {p95(v.nonmodel[1])}"),
         ("  round 2 p50 / p95", lambda v: f"{p50(v.nonmodel[2])} / {p95(v.nonmodel[2])}"),
         ("  round 3 p50 / p95 (with turn end)", lambda v: f"{p50(v.nonmodel[3])} / {p95(v.nonmodel[3])}"),
-        ("queries per round median / max",
-         lambda v: f"{harness.median(v.round_queries()):.0f} / {max(v.round_queries())}"),
-        ("  by round 1 / 2 / 3 (median)",
-         lambda v: " / ".join(f"{harness.median(v.queries[r]):.0f}" for r in (1, 2, 3))),
+        ("turn's non-model / 3, p50 / p95 (as the peer)", lambda v: f"{p50(v.per_turn)} / {p95(v.per_turn)}"),
+        ("  with start() too, p50 / p95", lambda v: f"{p50(v.with_start)} / {p95(v.with_start)}"),
+        ("CPU of the turn's thread, round 1 / 2 / 3 p50", lambda v: " / ".join(p50(v.cpu[r]) for r in ROUNDS)),
+        ("our statements, round 1 / 2 / 3 (median)", lambda v: by_round(v.ours)),
+        ("  max in a round with two tool calls (2)", lambda v: f"{max(v.ours[2])}"),
+        ("the tools' own, round 1 / 2 / 3 (median)", lambda v: by_round(v.tools)),
         ("  of which SQL (client-timed) p50 (ms)", lambda v: p50(v.sql)),
         ("  of which event sends p50 (ms)", lambda v: p50(v.events)),
         ("  of which COMMITs p50 (ms) / count", lambda v: f"{p50(v.commits)} / {harness.median(v.commit_count):.0f}"),
         ("  of which SDK build+parse p50 (ms)", lambda v: p50(v.sdk)),
         ("  of which other Python p50 (ms)", lambda v: p50(v.other)),
-        ("turn setup p50 (ms) / queries (claim..round 1)",
-         lambda v: f"{p50(v.setup)} / {harness.median(v.setup_queries):.0f}"),
-        ("  of which history.load p50 (ms)", lambda v: p50(v.history)),
-        ("turn end p50 (ms) / queries (after round 3)",
-         lambda v: f"{p50(v.ending)} / {harness.median(v.ending_queries):.0f}"),
+        ("history.load p50 / p95 (ms)", lambda v: f"{p50(v.history)} / {p95(v.history)}"),
         ("request build p50 / p95 (ms)", lambda v: f"{p50(v.build)} / {p95(v.build)}"),
-        ("request JSON median / max (KiB)",
-         lambda v: f"{harness.median(v.build_bytes) / 1024:.1f} / {max(v.build_bytes) / 1024:.1f}"),
-        ("request messages median / max",
-         lambda v: f"{harness.median(v.build_messages):.0f} / {max(v.build_messages)}"),
+        (
+            "request JSON median / max (KiB)",
+            lambda v: f"{harness.median(v.build_bytes) / 1024:.1f} / {max(v.build_bytes) / 1024:.1f}",
+        ),
+        (
+            "request messages median / max",
+            lambda v: f"{harness.median(v.build_messages):.0f} / {max(v.build_messages)}",
+        ),
         ("HTTP to model per call p50 (ms)", lambda v: p50(v.http)),
         ("whole run_turn p50 / p95 (ms)", lambda v: f"{p50(v.turn)} / {p95(v.turn)}"),
         ("turns per second (run_turn only)", lambda v: f"{len(v.turn) / sum(v.turn):.1f}"),
-        ("turns per second (with start())", lambda v: f"{len(v.turn) / (sum(v.turn) + sum(v.start)):.1f}"),
-        ("start() p50 (ms) / queries", lambda v: f"{p50(v.start)} / {harness.median(v.start_queries):.0f}"),
+        ("start() p50 (ms) / statements", lambda v: f"{p50(v.start)} / {harness.median(v.start_queries):.0f}"),
     ]
-    width = 46
-    print("\nper round = from the end of the previous round (turn start for round 1) to the end of this one "
-          "(turn end for round 3), minus the SDK's HTTP send to the model")
+    width = 48
+    print(
+        "\nper round = from the end of the previous round (the task's start for round 1) to the end of this one "
+        "(the task's end for round 3), minus the SDK's HTTP send to the model"
+    )
     print(f"\n{'':<{width}}{a.name:>22}{b.name:>24}")
     print("-" * (width + 46))
     for label, value in rows:
         print(f"{label:<{width}}{value(a):>22}{value(b):>24}")
 
-    print(f"\nqueries per turn by statement ({a.name} / {b.name}, median over turns):")
+    print(f"\nstatements of one turn, round by round ({a.name}; 'tool:' = the tool's own):")
+    for r in ROUNDS:
+        print(f"  round {r}: " + "; ".join(a.sample[r]))
+    print(f"\nour statements per turn by kind ({a.name} / {b.name}, median over turns):")
     names = sorted({k for c in a.kinds + b.kinds for k in c}, key=lambda k: -harness.median([c[k] for c in a.kinds]))
     for name in names:
         counts = harness.median([c[name] for c in a.kinds]), harness.median([c[name] for c in b.kinds])
-        print(f"  {name:<44}{counts[0]:>5.0f}{counts[1]:>6.0f}")
-    print(f"  {'total':<44}{harness.median([sum(c.values()) for c in a.kinds]):>5.0f}"
-          f"{harness.median([sum(c.values()) for c in b.kinds]):>6.0f}")
+        print(f"  {name:<52}{counts[0]:>5.0f}{counts[1]:>6.0f}")
 
-    print("\ntargets (SPEC §14: ≤ 25 queries per round, non-model p50 ≤ 10 ms, p95 ≤ 40 ms):")
+    print("\ntargets (SPEC §14: ≤ 12 statements of our own per round with two tool calls, p50 ≤ 10 ms, p95 ≤ 40 ms):")
     for v in (a, b):
         checks = [
-            ("≤ 25 queries per round", max(v.round_queries()) <= 25),
+            ("≤ 12 statements (round 2)", max(v.ours[2]) <= 12),
+            ("(round 1, with setup)", max(v.ours[1]) <= 12),
             ("p50 ≤ 10 ms", harness.median(v.rounds()) <= 0.010),
             ("p95 ≤ 40 ms", harness.pct(v.rounds(), 95) <= 0.040),
         ]
@@ -353,32 +443,51 @@ def report(a: Variant, b: Variant) -> None:
     diff = harness.median(b.rounds()) - harness.median(a.rounds())
     ratio = harness.median(b.rounds()) / harness.median(a.rounds())
     flat = diff <= max(0.001, 0.2 * harness.median(a.rounds()))
-    print(f"  flat with the chat's length (p50 within 20% or 1 ms): {harness.verdict(flat)} "
-          f"({EARLIER} earlier messages: {ratio:.2f}×, {diff * 1000:+.2f} ms)")
+    print(
+        f"  flat with the chat's length (p50 within 20% or 1 ms): {harness.verdict(flat)} "
+        f"({LONG} earlier messages: {ratio:.2f}×, {diff * 1000:+.2f} ms)"
+    )
 
 
-def profile(ref: Any, chats: list[Any], note_ids: list[int], server: Any, clock: harness.QueryClock,
-            holder: list[Probe]) -> None:
-    """cProfile over a few more turns (timings under a profiler are inflated; compare shares only)."""
+def profile(
+    ref: Any, chats: list[Any], note_ids: list[int], server: Any, clock: harness.QueryClock, holder: list[Probe]
+) -> None:
+    """cProfile of ``run_turn`` alone over more turns (a profiler inflates timings; compare shares)."""
+    from agent import tasks
+
     profiler = cProfile.Profile()
-    with clock.installed():
+    original = tasks.run_turn.run
+
+    def profiled(turn_ref: str) -> None:
         profiler.enable()
-        for chat in chats:
-            run_one(ref, chat, note_ids, server, clock, holder, None)
-        profiler.disable()
-    print(f"\nprofile of {len(chats)} more turns, agent/ functions by cumulative time:")
+        try:
+            original(turn_ref)
+        finally:
+            profiler.disable()
+
+    tasks.run_turn.run = profiled
+    try:
+        with clock.installed():
+            for chat in chats:
+                run_one(ref, chat, note_ids, server, clock, holder, None)
+    finally:
+        tasks.run_turn.run = original
+    print(f"\nprofile of run_turn over {len(chats)} more turns (half short, half long), agent/ by cumulative time:")
     stats = pstats.Stats(profiler)
     stats.sort_stats("cumulative").print_stats(r"/agent/", 30)
-    print("all functions by own time:")
-    stats.sort_stats("tottime").print_stats(20)
+    print("every function by own time:")
+    stats.sort_stats("tottime").print_stats(25)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=200, help="timed turns per variant")
     parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--profile", action="store_true",
-                        help="afterwards, profile 20 more turns and print the agent's costliest functions")
+    parser.add_argument("--server", help="an OpenAI-compatible scripted server's base URL (default: the tests' own)")
+    parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument(
+        "--profile", action="store_true", help="afterwards, profile 20 more turns and print the costliest functions"
+    )
     args = parser.parse_args()
     os.environ.setdefault("AGENT_LOG_LEVEL", "WARNING")  # one INFO line per ended turn would flood the output
     harness.setup()
@@ -386,30 +495,45 @@ def main() -> None:
 
     from tests.model_server import ScriptedModelServer
 
-    server = ScriptedModelServer()
-    server.start()
+    server = None if args.server else ScriptedModelServer()
+    if server is not None:
+        server.start()
     try:
-        point_endpoint_at(server)
-        user, note_ids, empty, long = prepare(args.turns, args.warmup)
+        point_endpoint_at(args.server or server.base_url)
+        extra = 10 if args.profile else 0
+        user, note_ids, short, long = prepare(args.turns, args.warmup + extra)
         ref = harness.login(user)
         purge_queue()
         clock = harness.QueryClock()
         holder = [Probe()]
         install(lambda: holder[0], clock)
-        print(f"{connection.vendor} {getattr(connection, 'pg_version', '?')}, channel layer {os.environ['REDIS_URL']}; "
-              f"{args.turns} timed turns per variant after {args.warmup} warm-up, interleaved; one worker, in-process")
+        print(
+            f"{connection.vendor} {getattr(connection, 'pg_version', '?')}, channel layer {os.environ['REDIS_URL']}, "
+            f"model {'at ' + args.server if args.server else 'scripted in this process'}; {args.turns} timed turns "
+            f"per variant after {args.warmup} warm-up, interleaved; one worker, in-process"
+        )
         began = time.monotonic()
+        busy = harness.BusyCores()
         with clock.installed():
             for i in range(args.warmup + args.turns):
                 timed = i >= args.warmup
-                run_one(ref, empty.chats[i], note_ids, server, clock, holder, empty if timed else None)
+                run_one(ref, short.chats[i], note_ids, server, clock, holder, short if timed else None)
                 run_one(ref, long.chats[i], note_ids, server, clock, holder, long if timed else None)
-        print(f"ran {2 * (args.warmup + args.turns)} turns in {time.monotonic() - began:.1f} s")
-        report(empty, long)
+        cores = busy.since()
+        print(
+            f"ran {2 * (args.warmup + args.turns)} turns in {time.monotonic() - began:.1f} s; the machine's busy "
+            f"cores meanwhile: {cores:.2f} of {os.cpu_count()}"
+        )
+        report(short, long)
+        if args.json:
+            with open(args.json, "w") as out:
+                json.dump({"short": short.summary(), "long": long.summary(), "busy_cores": cores}, out)
         if args.profile:
-            profile(ref, empty.chats[-20:], note_ids, server, clock, holder)
+            more = [c for pair in zip(short.chats[-extra:], long.chats[-extra:], strict=True) for c in pair]
+            profile(ref, more, note_ids, server, clock, holder)
     finally:
-        server.stop()
+        if server is not None:
+            server.stop()
         purge_queue()
 
 
