@@ -45,7 +45,7 @@ class Probe:
 
     rounds: dict[int, tuple[float, float, float]] = field(default_factory=dict)  # start, end, thread CPU at end
     http: list[tuple[float, float]] = field(default_factory=list)  # the SDK's HTTP send: network and server
-    create: list[tuple[float, float]] = field(default_factory=list)  # the whole chat.completions.create
+    create: list[tuple[float, float]] = field(default_factory=list)  # the client's whole POST
     builds: list[tuple[float, list[dict[str, Any]]]] = field(default_factory=list)  # request_messages: time, result
     history: list[float] = field(default_factory=list)
     events: list[tuple[float, float]] = field(default_factory=list)  # channel-layer sends after commit
@@ -113,8 +113,7 @@ def install(probe_of: Callable[[], Probe], clock: harness.QueryClock) -> None:
         if id(client) not in instrumented:
             instrumented.add(id(client))
             client._send_request = spans(client._send_request, lambda: probe_of().http)
-            completions = client.chat.completions
-            completions.create = spans(completions.create, lambda: probe_of().create)
+            client.post = spans(client.post, lambda: probe_of().create)
         return client
 
     from django.db import connection

@@ -1,6 +1,7 @@
 """``complete()``: one model call, one journal row, every SDK error mapped to a code."""
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -178,7 +179,11 @@ def _create(endpoint: Endpoint, body: dict[str, Any], deadline: datetime | None)
         if timeout <= 0:
             raise AIError("deadline")
         try:
-            return client.chat.completions.create(model=endpoint.model, messages=[], extra_body=body, timeout=timeout)
+            # The client's own POST, its body sent as is and the answer read as JSON here: the typed
+            # ``chat.completions.create`` would transform the parameters and build models of the answer.
+            return client.post(
+                "/chat/completions", body={"model": endpoint.model, **body}, cast_to=bytes, options={"timeout": timeout}
+            )
         except openai.APITimeoutError as error:
             if timeout < endpoint.timeout_s:
                 raise AIError("deadline") from None
@@ -237,25 +242,30 @@ def map_sdk_error(error: Exception) -> AIError:
     return AIError("invalid_response")
 
 
-def _read(response: Any, endpoint: Endpoint, started: float) -> Completion:
+def _read(response: bytes, endpoint: Endpoint, started: float) -> Completion:
+    """The answer's JSON body as a ``Completion``; anything unexpected in it is ``invalid_response``."""
     latency = int((time.monotonic() - started) * 1000)
     try:
-        message = response.choices[0].message
-        raw_calls = list(message.tool_calls or [])
+        body = json.loads(response)
+        message = body["choices"][0]["message"]
         calls = [
-            ToolCall(id=str(c.id or ""), name=str(getattr(c.function, "name", "") or ""),
-                     arguments=str(getattr(c.function, "arguments", "") or ""))
-            for c in raw_calls
+            ToolCall(
+                id=str(c.get("id") or ""),
+                name=str((c.get("function") or {}).get("name") or ""),
+                arguments=str((c.get("function") or {}).get("arguments") or ""),
+            )
+            for c in message.get("tool_calls") or []
         ]
-        content = message.content or ""
+        content = message.get("content") or ""
         if not isinstance(content, str):
             raise TypeError("content")
-    except (AttributeError, IndexError, TypeError):
+        usage_data = body.get("usage") or {}
+        input_tokens = int(usage_data.get("prompt_tokens") or 0)
+        output_tokens = int(usage_data.get("completion_tokens") or 0)
+        reported = usage_data.get("cost")
+        model = str(body.get("model") or endpoint.model)
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError):
         raise AIError("invalid_response") from None
-    usage_data = getattr(response, "usage", None)
-    input_tokens = int(getattr(usage_data, "prompt_tokens", 0) or 0)
-    output_tokens = int(getattr(usage_data, "completion_tokens", 0) or 0)
-    reported = getattr(usage_data, "cost", None) if usage_data is not None else None
     if reported is not None:
         cost = Decimal(str(reported))
     else:
@@ -264,9 +274,8 @@ def _read(response: Any, endpoint: Endpoint, started: float) -> Completion:
             + Decimal(output_tokens) * endpoint.output_price_per_mtok
         ) / Decimal(1_000_000)
     return Completion(
-        content=content, tool_calls=calls, model=str(getattr(response, "model", "") or endpoint.model),
-        input_tokens=input_tokens, output_tokens=output_tokens, cost_usd=cost, latency_ms=latency,
-        request_id=None,
+        content=content, tool_calls=calls, model=model, input_tokens=input_tokens, output_tokens=output_tokens,
+        cost_usd=cost, latency_ms=latency, request_id=None,
     )
 
 
