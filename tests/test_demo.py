@@ -58,7 +58,7 @@ def test_the_demo_serves_the_chat_page_and_makes_a_note_once_its_card_is_confirm
         landed = visitor.login("/accounts/login/?next=/assistant/", "demo", "demo")
         assert landed.endswith("/assistant/")
         status, page = visitor.get("/assistant/")
-        assert status == 200 and "agent/chat.js" in page
+        assert status == 200 and "agent/chat/main.js" in page
         _status, created = visitor.api("/assistant/api/conversations/new/", {})
         chat = created["conversation"]["id"]
         status, _turn = visitor.api(f"/assistant/api/conversations/{chat}/send/", {"text": "create a note: Buy milk"})

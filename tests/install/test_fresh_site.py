@@ -71,7 +71,7 @@ def test_a_site_set_up_as_the_readme_says_carries_a_turn_through_a_read_and_a_co
         assert "/accounts/login/" in visitor.request("/assistant/")[2]
         visitor.login("/accounts/login/?next=/assistant/", USER, PASSWORD)
         status, page = visitor.get("/assistant/")
-        assert status == 200 and "agent/chat.js" in page
+        assert status == 200 and "agent/chat/main.js" in page
         status, page, _url = visitor.request("/assistant/", headers={"Accept-Language": "ru"})
         assert '<html lang="ru">' in page and "Новый чат" in page  # the wheel's compiled catalogues are found
         with visitor.websocket("/ws/agent/") as socket:
@@ -282,7 +282,7 @@ site.save()
         )
         self.manage("check", "--fail-level", "WARNING")  # the README's wiring draws no warning of ours
         self.manage("makemigrations", "--check", "--dry-run")  # and the app's migration state is its own
-        self.manage("findstatic", "agent/chat.js")
+        self.manage("findstatic", "agent/chat/main.js")
 
     def start(self, command: str) -> subprocess.Popen[bytes]:
         words = shlex.split(command)

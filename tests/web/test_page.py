@@ -43,7 +43,9 @@ def test_the_page_has_no_inline_script_style_or_handlers(session):
     parsed = parse(html)
     assert parsed.inline_scripts == []
     scripts = [a["src"] for tag, a in parsed.tags if tag == "script"]
-    assert reverse("agent:jsi18n") in scripts and any(src.endswith("agent/chat.js") for src in scripts)
+    assert reverse("agent:jsi18n") in scripts
+    modules = [a["src"] for tag, a in parsed.tags if tag == "script" and a.get("type") == "module"]
+    assert len(modules) == 1 and modules[0].endswith("agent/chat/main.js")
     assert [t for t, a in parsed.tags if "style" in a or t == "style"] == []
     assert [(t, n) for t, a in parsed.tags for n in a if n.startswith("on")] == []
 

@@ -1,0 +1,249 @@
+/* The composer: sending (with the outbox that keeps the user's words), Stop, Retry and Edit, the turn's state.
+ *
+ * An ES module of the chat page (no build step, strict CSP: no inline script or style).
+ */
+
+import { refusalText, showBanner, state, ui } from "./page.js";
+import { api, errorText, urlFor } from "./api.js";
+import { openChat, putChat, refreshDetail, showList } from "./chats.js";
+import { bubble, catchUp } from "./messages.js";
+
+export function signedOut(code) {
+  if (state.signedOut) {
+    return;
+  }
+  state.signedOut = true;
+  showBanner(refusalText(code || "session_gone"), code !== "impersonated");
+  ui.connection.hidden = true;
+  if (state.socket) {
+    state.socket.close();
+  }
+  updateComposer();
+}
+
+export function updateComposer() {
+  const busy = Boolean(state.turn);
+  const off = state.signedOut;
+  ui.text.disabled = busy || off;
+  ui.send.disabled = busy || off || state.sending || state.outboxes.has(state.current);
+  ui.stop.hidden = !busy || off;
+  ui.working.hidden = !busy || off;
+  ui.newChat.disabled = off;
+  ui.actions.hidden = !state.current || off;
+  showMessageActions();
+}
+
+const RETRYABLE = new Set(["model_failed", "max_rounds", "stopped", "deadline", "interrupted"]);
+
+export function showMessageActions() {
+  ui.log.querySelectorAll(".msg-again").forEach((button) => button.remove());
+  const idle = !state.turn && !state.sending && !state.signedOut && !state.outboxes.has(state.current);
+  if (!idle) {
+    return;
+  }
+  const last = ui.log.lastElementChild;
+  const lastUser = Array.from(ui.log.querySelectorAll(".msg-user")).pop();
+  if (!lastUser) {
+    return;
+  }
+  const words = state.messages.get(lastUser.dataset.id).content;
+  if (last && last.classList.contains("msg-notice") && RETRYABLE.has(last.dataset.noticeCode)) {
+    last.append(againButton("msg-retry", gettext("Retry"), gettext("Send your last message again"), () => {
+      send(words);
+    }));
+  }
+  lastUser.append(againButton("msg-edit", gettext("Edit"), gettext("Edit your last message and send it again"), () => {
+    ui.text.value = words;
+    ui.composerNote.textContent = gettext("Sending makes a new turn; your earlier message stays in the chat.");
+    ui.text.focus();
+    ui.text.setSelectionRange(words.length, words.length);
+  }));
+}
+
+function againButton(className, text, label, action) {
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "button-small msg-again " + className;
+  button.textContent = text;
+  button.title = label;
+  button.addEventListener("click", action);
+  return button;
+}
+
+export function setTurn(turnId) {
+  const wasBusy = Boolean(state.turn);
+  state.turn = turnId;
+  state.turnVersion += 1;
+  updateComposer();
+  if (wasBusy && !turnId && (document.activeElement === document.body || document.activeElement === ui.stop)) {
+    ui.text.focus();
+  }
+}
+
+export function applyTurn(turnId, status) {
+  if (status === "ended") {
+    state.endedTurns.add(turnId);
+    const box = state.outboxes.get(state.current);
+    if (box && box.turn === turnId) {
+      settleOutbox(box);
+    }
+    if (!state.turn || state.turn === turnId) {
+      setTurn(null);
+      refreshDetail();
+    }
+    return;
+  }
+  if (!state.endedTurns.has(turnId)) {
+    setTurn(turnId);
+  }
+}
+
+export function showOutbox() {
+  const box = state.outboxes.get(state.current);
+  if (!box) {
+    ui.outbox.replaceChildren();
+    ui.outbox.hidden = true;
+    return;
+  }
+  const element = bubble("user");
+  element.classList.replace("msg-user", "msg-outbox");
+  element.querySelector(".bubble").textContent = box.text;
+  const status = document.createElement("span");
+  status.className = "outbox-status";
+  status.textContent = gettext("Sending…");
+  element.append(status);
+  ui.outbox.replaceChildren(element);
+  ui.outbox.hidden = false;
+  ui.emptyState.hidden = true;
+  ui.scroller.scrollTop = ui.scroller.scrollHeight;
+}
+
+export function claimOutbox(view) {
+  // Shown stored: the pending copy goes. Its turn's id decides; before the id is known, the text.
+  const box = state.outboxes.get(view.conversation);
+  if (!box || !isOwnMessage(box, view)) {
+    return;
+  }
+  state.outboxes.delete(box.chat);
+  if (box.chat === state.current) {
+    showOutbox();
+    updateComposer();
+  }
+}
+
+function isOwnMessage(box, view) {
+  if (view.role !== "user" || view.conversation !== box.chat) {
+    return false;
+  }
+  if (box.turn && view.turn) {
+    return view.turn === box.turn;
+  }
+  return view.seq > box.after && view.content === box.text;
+}
+
+export async function settleOutbox(box) {
+  // The box's turn ended. Read what the chat stored since; if its user message is not there,
+  // the words go back into the composer.
+  if (state.outboxes.get(box.chat) !== box || box.settling || box.chat !== state.current) {
+    return; // settled already, settling, or decided when its chat is open again
+  }
+  box.settling = true;
+  try {
+    await catchUp(box.chat);
+  } catch (error) {
+    // unreadable now: the words go back rather than be lost
+  } finally {
+    box.settling = false;
+  }
+  if (state.outboxes.get(box.chat) !== box || box.chat !== state.current) {
+    return;
+  }
+  state.outboxes.delete(box.chat);
+  showOutbox();
+  putBack(box.text);
+  ui.composerNote.textContent = gettext("Your message was not sent. It is back in the message box.");
+}
+
+function dropOutbox(box) {
+  if (state.outboxes.get(box.chat) === box) {
+    state.outboxes.delete(box.chat);
+  }
+  if (box.chat === state.current) {
+    showOutbox();
+  }
+}
+
+function putBack(text) {
+  // Whatever was typed since stays too, after the words that came back.
+  const typed = ui.text.value;
+  ui.text.value = typed.trim() && typed !== text ? text + "\n\n" + typed : text;
+  updateComposer();
+}
+
+export async function send(again) {
+  // `again`: the words of an earlier turn, sent as a new one (Retry); the composer keeps what it holds.
+  const retry = typeof again === "string";
+  const text = retry ? again : ui.text.value;
+  if (!text.trim() || state.turn || state.sending || state.signedOut || state.outboxes.has(state.current)) {
+    return;
+  }
+  const box = { text: text, chat: state.current, turn: null, after: state.last ? state.last.seq : -1 };
+  state.sending = true;
+  state.outboxes.set(box.chat, box);
+  ui.composerError.textContent = "";
+  ui.composerNote.textContent = "";
+  if (!retry) {
+    ui.text.value = "";
+  }
+  showOutbox();
+  updateComposer();
+  try {
+    if (!box.chat) {
+      const created = await api("POST", urlFor("create"), {});
+      if (state.listMode === "active") {
+        putChat(created.conversation, "top");
+      } else {
+        ui.search.value = "";
+        showList("active"); // a new chat is shown among the active ones
+      }
+      ui.listStatus.textContent = "";
+      state.outboxes.delete(null);
+      box.chat = created.conversation.id;
+      state.outboxes.set(box.chat, box);
+      await openChat(box.chat, { push: true, fresh: true });
+    }
+    const data = await api("POST", urlFor("send", box.chat), { text: text });
+    box.turn = data.turn.id;
+    if (box.chat === state.current) {
+      applyTurn(data.turn.id, data.turn.status);
+      const own = Array.from(state.messages.values()).find((view) => isOwnMessage(box, view));
+      if (own) {
+        claimOutbox(own); // it arrived before this answer did
+      } else if (state.endedTurns.has(box.turn)) {
+        settleOutbox(box); // and so did its end
+      }
+    }
+  } catch (error) {
+    // Refused at the start (busy, limits, validation, the network): the words go back.
+    dropOutbox(box);
+    putBack(text);
+    ui.composerError.textContent = errorText(error);
+  } finally {
+    state.sending = false;
+    updateComposer();
+  }
+}
+
+export async function stop() {
+  if (!state.current) {
+    return;
+  }
+  ui.stop.disabled = true;
+  try {
+    await api("POST", urlFor("stop", state.current));
+  } catch (error) {
+    ui.composerError.textContent = errorText(error);
+  } finally {
+    ui.stop.disabled = false;
+  }
+}

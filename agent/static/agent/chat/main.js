@@ -1,0 +1,111 @@
+/* The chat page's entry point: wires the page's controls, keyboard shortcuts and the help dialog, then starts.
+ *
+ * An ES module of the chat page (no build step, strict CSP: no inline script or style).
+ */
+
+import { root, state, ui } from "./page.js";
+import { connect } from "./socket.js";
+import { archive, idFromLocation, loadChats, nearEnd, openChat, openDelete, openRename, remove, rename, restore, searchSoon, showList } from "./chats.js";
+import { loadOlder, refreshTimes } from "./messages.js";
+import { send, stop, updateComposer } from "./composer.js";
+
+ui.toggleSidebar.addEventListener("click", () => {
+  const open = document.body.classList.toggle("sidebar-open");
+  ui.toggleSidebar.setAttribute("aria-expanded", String(open));
+});
+ui.newChat.addEventListener("click", () => openChat(null, { push: true }));
+ui.listBox.addEventListener("scroll", () => {
+  if (nearEnd(ui.listBox)) {
+    loadChats();
+  }
+});
+ui.scroller.addEventListener("scroll", () => {
+  if (ui.scroller.scrollTop < 80) {
+    loadOlder();
+  }
+});
+ui.composer.addEventListener("submit", (event) => {
+  event.preventDefault();
+  send();
+});
+ui.text.addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    send();
+  }
+});
+ui.stop.addEventListener("click", stop);
+ui.rename.addEventListener("click", openRename);
+ui.renameForm.addEventListener("submit", rename);
+ui.archive.addEventListener("click", archive);
+ui.restore.addEventListener("click", restore);
+ui.showArchived.addEventListener("click", () => {
+  ui.search.value = "";
+  showList(state.listMode === "archived" ? "active" : "archived");
+});
+ui.search.addEventListener("input", searchSoon);
+ui.searchForm.addEventListener("submit", (event) => {
+  event.preventDefault();
+  searchSoon();
+});
+ui.remove.addEventListener("click", openDelete);
+ui.deleteForm.addEventListener("submit", remove);
+document.querySelectorAll(".dialog-close").forEach((button) => {
+  button.addEventListener("click", () => button.closest("dialog").close());
+});
+window.addEventListener("popstate", () => openChat(idFromLocation()));
+
+window.setInterval(refreshTimes, 60000);
+updateComposer();
+loadChats();
+connect();
+openChat(root.dataset.openConversation || null);
+
+// -- keyboard shortcuts, listed in the help dialog -------------------------------------------------
+
+function typing(target) {
+  return target instanceof HTMLElement && (target.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(target.tagName));
+}
+
+function jumpChat(step) {
+  const links = Array.from(ui.list.querySelectorAll(".chat-link"));
+  if (!links.length) {
+    return;
+  }
+  const at = links.findIndex((link) => link.parentElement.dataset.id === state.current);
+  const next = links[Math.min(links.length - 1, Math.max(0, at < 0 ? 0 : at + step))];
+  next.focus();
+  next.click();
+}
+
+function openShortcuts() {
+  if (!ui.shortcutsDialog.open) {
+    ui.shortcutsDialog.showModal();
+  }
+}
+
+ui.showShortcuts.addEventListener("click", openShortcuts);
+document.addEventListener("keydown", (event) => {
+  if (event.defaultPrevented || event.isComposing || document.querySelector("dialog[open]")) {
+    return; // a dialog keeps its own keys (Esc closes it)
+  }
+  const key = event.key;
+  if (event.altKey && !event.ctrlKey && !event.metaKey && (key === "n" || key === "N" || event.code === "KeyN")) {
+    event.preventDefault();
+    openChat(null, { push: true });
+  } else if (event.altKey && (key === "ArrowUp" || key === "ArrowDown")) {
+    event.preventDefault();
+    jumpChat(key === "ArrowUp" ? -1 : 1);
+  } else if (key === "Escape" && state.turn && !ui.stop.hidden) {
+    event.preventDefault();
+    stop();
+  } else if (typing(event.target) || event.altKey || event.ctrlKey || event.metaKey) {
+    return;
+  } else if (key === "/") {
+    event.preventDefault();
+    ui.text.focus();
+  } else if (key === "?") {
+    event.preventDefault();
+    openShortcuts();
+  }
+});

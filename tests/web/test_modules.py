@@ -1,0 +1,40 @@
+"""The page's script as ES modules: every import resolves to a module the app ships, and the page
+names a favicon and its keyboard shortcuts."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from django.contrib.staticfiles import finders
+from django.urls import reverse
+
+from .inert import parse
+
+CHAT = Path(finders.find("agent/chat/main.js")).parent
+IMPORT = re.compile(r'^import \{([^}]*)\} from "(\./[\w-]+\.js|\.\./[\w-]+\.js)";$', re.M)
+EXPORTED = re.compile(r"^export (?:async function|function|const|let|class) ([\w$]+)", re.M)
+
+
+def test_every_import_names_an_export_of_a_shipped_module():
+    modules = sorted(CHAT.glob("*.js"))
+    assert {m.stem for m in modules} >= {"api", "socket", "chats", "messages", "cards", "composer", "main"}
+    for module in modules:
+        for names, target in IMPORT.findall(module.read_text()):
+            exported = set(EXPORTED.findall((module.parent / target).resolve().read_text()))
+            wanted = {name.strip() for name in names.split(",")}
+            assert wanted <= exported, (module.name, target, wanted - exported)
+
+
+def test_no_module_reaches_for_raw_html_except_the_answer_the_server_made_safe():
+    uses = [(m.name, line.strip()) for m in CHAT.glob("*.js") for line in m.read_text().splitlines()
+            if "innerHTML" in line or "insertAdjacentHTML" in line or "outerHTML" in line]
+    assert uses == [("messages.js", "body.innerHTML = view.html; // sanitised on the server: raw HTML escaped, "
+                                    "unsafe links dropped")]
+
+
+def test_the_page_names_its_favicon_and_lists_its_shortcuts(session):
+    client, _ref = session
+    html = client.get(reverse("agent:chat")).content.decode()
+    icons = [a["href"] for tag, a in parse(html).tags if tag == "link" and a.get("rel") == "icon"]
+    assert len(icons) == 1 and icons[0].endswith("agent/favicon.svg") and finders.find("agent/favicon.svg")
+    assert 'id="shortcuts-dialog"' in html and "<kbd>Alt</kbd> + <kbd>N</kbd>" in html
