@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import re
 import uuid
@@ -339,44 +340,17 @@ def _store_in_one(
     """PostgreSQL: the lease (locked ``FOR UPDATE``), the chat's counters, the message and its
     turn's link to it, in one statement; the message's ``seq``. The rare refusal is told apart
     by one more read."""
-    quote = connection.ops.quote_name
     chat, lock = Conversation._meta, Lock._meta
     params: list[Any] = []
-    fence = ""
     if lease is not None:
-        fence = (
-            f"agent_fence AS MATERIALIZED (SELECT 1 FROM {quote(lock.db_table)}"
-            f" WHERE {quote('name')} = %s AND {quote('holder')} = %s AND {quote('expires_at')} > %s FOR UPDATE), "
-        )
         params += [lease[0], _prep(lock, "holder", lease[1]), _prep(lock, "expires_at", now)]
     at = _prep(chat, "last_message_at", now)
     params += [at, at, title, _prep(chat, "id", message.conversation_id), Conversation.Status.DELETED]
-    columns, values = [], []
-    for field in Message._meta.concrete_fields:
-        columns.append(quote(field.column))
-        if field.attname == "seq":
-            values.append(f"agent_chat.{quote('message_count')}")
-        else:
-            values.append("%s")
-            params.append(field.get_db_prep_save(field.pre_save(message, add=True), connection))
-    link = ""
+    for field in _inserted_fields():
+        params.append(field.get_db_prep_save(field.pre_save(message, add=True), connection))
     if link_turn:
-        link = (
-            f", agent_link AS (UPDATE {quote(Turn._meta.db_table)} SET {quote('user_message_id')} = agent_stored.id"
-            f" FROM agent_stored WHERE {quote(Turn._meta.db_table)}.{quote('id')} = %s)"
-        )
         params.append(_prep(Turn._meta, "id", message.turn_id))
-    sql = (
-        f"WITH {fence}agent_chat AS (UPDATE {quote(chat.db_table)} SET"
-        f" {quote('message_count')} = {quote('message_count')} + 1, {quote('last_message_at')} = %s,"
-        f" {quote('updated_at')} = %s, {quote('title')} = CASE WHEN {quote('title')} = '' THEN %s"
-        f" ELSE {quote('title')} END WHERE {quote('id')} = %s AND {quote('status')} <> %s"
-        f"{' AND EXISTS (SELECT 1 FROM agent_fence)' if lease is not None else ''}"
-        f" RETURNING {quote('message_count')}), "
-        f"agent_stored AS (INSERT INTO {quote(Message._meta.db_table)} ({', '.join(columns)})"
-        f" SELECT {', '.join(values)} FROM agent_chat RETURNING {quote('id')} AS id, {quote('seq')} AS seq)"
-        f"{link} SELECT seq FROM agent_stored"
-    )
+    sql = _store_sql(lease is not None, link_turn)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
@@ -397,6 +371,42 @@ def _lease_held(lease: tuple[str, Any], now: datetime, *, lock: bool) -> bool:
 
 def _prep(meta: Any, name: str, value: Any) -> Any:
     return meta.get_field(name).get_db_prep_value(value, connection)
+
+
+def _inserted_fields() -> list[Any]:
+    """The message's columns the store statement fills from parameters (``seq`` comes from the chat)."""
+    return [field for field in Message._meta.concrete_fields if field.attname != "seq"]
+
+
+@functools.lru_cache(maxsize=None)
+def _store_sql(fenced: bool, link_turn: bool) -> str:
+    """``_store_in_one``'s statement, built once per shape (PostgreSQL's quoting)."""
+    quote = connection.ops.quote_name
+    chat, lock, turn = Conversation._meta, Lock._meta, Turn._meta
+    fence = link = ""
+    if fenced:
+        fence = (
+            f"agent_fence AS MATERIALIZED (SELECT 1 FROM {quote(lock.db_table)}"
+            f" WHERE {quote('name')} = %s AND {quote('holder')} = %s AND {quote('expires_at')} > %s FOR UPDATE), "
+        )
+    columns = [quote(Message._meta.get_field("seq").column)] + [quote(f.column) for f in _inserted_fields()]
+    values = [f"agent_chat.{quote('message_count')}"] + ["%s"] * (len(columns) - 1)
+    if link_turn:
+        link = (
+            f", agent_link AS (UPDATE {quote(turn.db_table)} SET {quote('user_message_id')} = agent_stored.id"
+            f" FROM agent_stored WHERE {quote(turn.db_table)}.{quote('id')} = %s)"
+        )
+    return (
+        f"WITH {fence}agent_chat AS (UPDATE {quote(chat.db_table)} SET"
+        f" {quote('message_count')} = {quote('message_count')} + 1, {quote('last_message_at')} = %s,"
+        f" {quote('updated_at')} = %s, {quote('title')} = CASE WHEN {quote('title')} = '' THEN %s"
+        f" ELSE {quote('title')} END WHERE {quote('id')} = %s AND {quote('status')} <> %s"
+        f"{' AND EXISTS (SELECT 1 FROM agent_fence)' if fenced else ''}"
+        f" RETURNING {quote('message_count')}), "
+        f"agent_stored AS (INSERT INTO {quote(Message._meta.db_table)} ({', '.join(columns)})"
+        f" SELECT {', '.join(values)} FROM agent_chat RETURNING {quote('id')} AS id, {quote('seq')} AS seq)"
+        f"{link} SELECT seq FROM agent_stored"
+    )
 
 
 def _advance_chat(conversation_id: Any, now: datetime, title: str) -> int:
