@@ -36,7 +36,7 @@ def test_a_worker_frozen_past_its_lease_writes_nothing_when_it_wakes(
     tab = tabs(ref.session_key)
     tab.subscribe(chat.pk)
     model_server.push(
-        tool_calls(("notes_create", {"title": "from a zombie"}), content="Sure. ⟦off_purpose: x⟧", delay=4),
+        tool_calls(("notes_create", {"title": "from a zombie"}), content="Sure. ⟦off_purpose: x⟧", delay=8),
         answer("the new turn's answer", delay=3),
     )
     old = tab.send("first")
