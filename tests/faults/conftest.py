@@ -13,16 +13,16 @@ import pytest
 
 from agent.models import Endpoint
 
-from .harness import ARTIFACTS, Stack, Stacks, Tab
+from .harness import Stack, Stacks, Tab, run_artifacts
 
 FIGURES: list[str] = []
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _fresh_artifacts() -> None:
-    """Each run's logs only: the previous run's are removed at the start."""
-    shutil.rmtree(ARTIFACTS, ignore_errors=True)
-    ARTIFACTS.mkdir(parents=True)
+    """Each run's logs only: the previous run's (on the same queue) are removed at the start."""
+    shutil.rmtree(run_artifacts(), ignore_errors=True)
+    run_artifacts().mkdir(parents=True)
 
 
 @pytest.fixture(scope="session")

@@ -38,6 +38,11 @@ QUICK_SETTINGS = {"LOCK_LEASE_S": 6, "LOCK_RENEW_S": 2, "SOCKET_RECHECK_S": 3, "
 CLOSE_SESSION_ENDED = 4401
 
 
+def run_artifacts() -> Path:
+    """This run's logs: one folder per test queue, so suites run side by side in one tree keep theirs."""
+    return ARTIFACTS / settings.CELERY_TASK_DEFAULT_QUEUE
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -178,7 +183,7 @@ class Stack:
     def __init__(self, name: str, *, agent: dict[str, Any] | None = None, redis_url: str | None = None,
                  broker_url: str | None = None) -> None:
         self.name = name
-        self.directory = ARTIFACTS / name
+        self.directory = run_artifacts() / name
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.queue = settings.CELERY_TASK_DEFAULT_QUEUE

@@ -16,7 +16,7 @@ from agent.access import SessionRef
 from agent.models import Message, Turn
 from tests.model_server import ScriptedModelServer, answer, tool_calls
 
-from .harness import ARTIFACTS, RedisServer, Stack, Stacks, Tab, wait_until
+from .harness import RedisServer, Stack, Stacks, Tab, run_artifacts, wait_until
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True), pytest.mark.timeout(150)]
 
@@ -26,7 +26,7 @@ READ_S = 10  # long enough for the tabs' backoff to bring them back while it run
 
 @pytest.fixture(scope="module")
 def redis_server(django_db_setup: Any) -> Iterator[RedisServer]:
-    with RedisServer(ARTIFACTS / "private-redis") as server:
+    with RedisServer(run_artifacts() / "private-redis") as server:
         yield server
 
 
