@@ -26,6 +26,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.db import DatabaseError
 from django.utils import translation
 from django.utils.translation import get_supported_language_variant
 from django.utils.translation.trans_real import parse_accept_lang_header
@@ -52,6 +53,9 @@ FELL_BEHIND = "agent.fell_behind"
 """Put in a socket's own queue, never sent: the queue overflowed and lost what was in it."""
 
 SUBSCRIPTION_FRAMES = {"subscribe", "unsubscribe"}
+
+TIDY_S = 1.0
+"""How often the shared reads let Django close an old or broken connection and check a kept one."""
 
 
 class AgentConsumer(AsyncJsonWebsocketConsumer):
@@ -427,6 +431,8 @@ class SharedReads:
         self.pruned = time.monotonic()
         self.waiting: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
         self.calling: asyncio.Task[None] | None = None
+        self.tidied = 0.0
+        self.database_failed = False
 
     @classmethod
     def of_running_loop(cls) -> "SharedReads":
@@ -480,10 +486,16 @@ class SharedReads:
         try:
             while self.waiting:
                 batch, self.waiting = self.waiting, []
+                # Tidy the connection (CONN_MAX_AGE, CONN_HEALTH_CHECKS) at most once a second and after
+                # a database error, not in every call: a health check per event costs as much as the read.
+                tidy = time.monotonic() - self.tidied > TIDY_S or self.database_failed
+                call = database_sync_to_async(_each) if tidy else sync_to_async(_each, thread_sensitive=True)
+                self.tidied = time.monotonic() if tidy else self.tidied
                 try:
-                    outcomes = await database_sync_to_async(_each)([work for work, _future in batch])
+                    outcomes = await call([work for work, _future in batch])
                 except Exception as error:  # the call itself failed: each waiter hears it
                     outcomes = [(False, error)] * len(batch)
+                self.database_failed = any(not ok and isinstance(value, DatabaseError) for ok, value in outcomes)
                 for (_work, future), (ok, value) in zip(batch, outcomes, strict=True):
                     if future.done():
                         continue
