@@ -77,5 +77,6 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
+MEDIA_ROOT = env.str("AGENT_TEST_MEDIA_ROOT", default="/tmp/agent-tests-media")  # never the source tree
 
 AGENT = {"SESSION_WRITE_MODULES": ["notes"], "MODEL_MAX_RETRIES": 0, "LOGOUT_URL": "logout"}

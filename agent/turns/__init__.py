@@ -5,18 +5,16 @@ import uuid
 from datetime import timedelta
 from typing import Any, Iterable
 
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import get_language
-from django.utils.translation import gettext as _
 
-from .. import events
+from .. import attachments, events
 from ..access import SessionRef, language_for
 from ..ai import effective, guard, limits
 from ..conf import agent_settings
 from ..conversations import authorize_conversation, validate_user_text
-from ..errors import Blocked, BudgetExceeded, Busy, NotConfigured, NotFound, TooManyTurns
+from ..errors import Blocked, BudgetExceeded, Busy, NotConfigured, TooManyTurns
 from ..models import Turn
 from . import locks, monitor
 
@@ -33,14 +31,8 @@ def start(
     """Check everything a turn needs, take the chat's lock, and queue the turn's task on commit."""
     scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
     text = validate_user_text(text)
-    attachments = list(attachment_ids or ())
-    if len(attachments) > agent_settings.MAX_FILES_PER_MESSAGE:
-        raise ValidationError(
-            {"attachment_ids": _("At most %(max)d files per message.") % {"max": agent_settings.MAX_FILES_PER_MESSAGE}}
-        )
-    if attachments:
-        raise NotFound()  # no attachment can be this chat's until uploads exist (SPEC §9)
-    choice = effective(scope.user, user_settings=scope.user_settings)
+    files = attachments.for_turn(scope, conversation, attachment_ids)
+    choice = effective(scope.user, pictures=any(f.is_picture for f in files), user_settings=scope.user_settings)
     endpoint = choice.endpoint
     if endpoint is None or not endpoint.enabled:
         raise NotConfigured()
@@ -60,7 +52,7 @@ def start(
             id=turn_id, conversation=conversation, user=scope.user,
             language=language_for(scope.user_settings, language or get_language()),
             endpoint=endpoint, endpoint_source=choice.source, endpoint_reason=choice.reason,
-            text=text, attachment_ids=[], session_key=ref.session_key, user_slot=slot,
+            text=text, attachment_ids=[str(f.pk) for f in files], session_key=ref.session_key, user_slot=slot,
             admission=admission, deadline_at=timezone.now() + timedelta(seconds=agent_settings.TURN_DEADLINE_S),
         )
         events.turn_changed(conversation.pk, turn.pk, Turn.Status.QUEUED)

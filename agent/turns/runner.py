@@ -23,9 +23,10 @@ from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
-from .. import confirmations, events, notices
+from .. import attachments, confirmations, events, notices
 from ..access import Columns, Scope, SessionRef, authorize_with, slot
 from ..ai import AIError, Completion, ToolCall, complete, endpoints, guard, usage
+from ..attachments import pictures
 from ..conf import agent_settings
 from ..conversations import LeaseLost, append_message
 from ..errors import Forbidden, NotFound, Refusal
@@ -137,6 +138,8 @@ class TurnRunner:
         self.flagged = False
         self.budget = guard.Verdict()
         self.site_prompt = ""
+        self.pictures: list[Any] = []  # this turn's pictures, sent as image parts in its own rounds only
+        self.user_parts: Any = None
 
     # -- the turn ----------------------------------------------------------------
 
@@ -150,9 +153,18 @@ class TurnRunner:
             with self.fenced():  # before the chat is read (SPEC §4)
                 confirmations.settle_lapsed(self.turn.conversation_id)
         limit = agent_settings.HISTORY_CHARS
-        current = {"role": "user", "content": history.user_content(self.turn.text, [], limit)}
-        self.history = history.load(self.turn.conversation_id, current, limit)
-        self._store(role=Message.Role.USER, content=self.turn.text, title_from=self.turn.text, users_own=True)
+        if self.turn.attachment_ids:
+            files = self._store_users_message_with_files()
+            current = {"role": "user", "content": history.user_content(self.turn.text, files, limit)}
+            self.history = history.load(self.turn.conversation_id, current, limit, before_seq=self.user_message.seq)
+            self.pictures = pictures.pictures_of(files)
+            if self.pictures and not pictures.sees_pictures(self.turn.endpoint):
+                return self._without_pictures_end()
+            self.user_parts = pictures.user_parts(current["content"], self.pictures)
+        else:
+            current = {"role": "user", "content": history.user_content(self.turn.text, [], limit)}
+            self.history = history.load(self.turn.conversation_id, current, limit)
+            self._store(role=Message.Role.USER, content=self.turn.text, title_from=self.turn.text, users_own=True)
         if (fallback := endpoints.fallback_to_tell(self.turn)) is not None:
             self._notice(notices.ENDPOINT_FALLBACK, fallback)  # told once, after the message it answers
         rounds = agent_settings.MAX_TOOL_ROUNDS
@@ -178,11 +190,16 @@ class TurnRunner:
                     tools=[t.definition() for t in shown] or None, user=scope.user, source="agent",
                     task="agent.chat", admission=self.turn.admission or None,
                     attribution={"message": str(answer_id), "turn": str(self.turn.pk)},
-                    capture=agent_settings.CAPTURE_CONTENT, deadline=self.turn.deadline_at, budget=self.budget,
+                    capture=agent_settings.CAPTURE_CONTENT and not self.pictures,  # never a turn's pictures
+                    deadline=self.turn.deadline_at, budget=self.budget,
                 )
         except AIError as error:
             if error.code == "deadline":
                 raise TurnEnded(End(Status.DEADLINE)) from None
+            if number == 1 and self.pictures and pictures.refused_pictures(error):
+                self.pictures = []  # the provider refused the request with them: once more, without (SPEC §9.1)
+                self._notice("pictures_not_seen")
+                return self.round(scope, number, last=last)
             self.verify()
             journal_row = None if error.refused else error.request_id  # a refused call reached no sink
             self._notice(notices.MODEL_FAILED, error.params(), ai_request_id=journal_row)
@@ -251,7 +268,8 @@ class TurnRunner:
         turn_messages = [
             m if m.get("role") != "tool" or id(m) in whole else {**m, "content": stub} for m in self.this_turn
         ]
-        return [{"role": "system", "content": self.system}, *self.history, *turn_messages]
+        earlier = pictures.with_pictures(self.history, self.user_parts) if self.pictures else self.history
+        return [{"role": "system", "content": self.system}, *earlier, *turn_messages]
 
     # -- checks ------------------------------------------------------------------
 
@@ -340,6 +358,21 @@ class TurnRunner:
         message = {"role": "tool", "tool_call_id": call.id, "content": text}
         self.this_turn.append(message)
         self.results.append((number, message))
+
+    def _store_users_message_with_files(self) -> list[Any]:
+        """The user's message and the link of its files, in one fenced transaction; the files
+        linked (those the user removed meanwhile are not)."""
+        with self.fenced():
+            self.user_message = self._store(
+                role=Message.Role.USER, content=self.turn.text, title_from=self.turn.text, users_own=True
+            )
+            return attachments.link(self.turn, self.user_message)
+
+    def _without_pictures_end(self) -> End:
+        """A model not known to take images is never called: the files go back to the composer."""
+        pictures.unlink(self.user_message)
+        self._notice("pictures_not_seen")
+        return End(Status.FINISHED, "pictures_not_seen")
 
     def _notice(self, code: str, params: dict[str, Any] | None = None, **fields: Any) -> Message:
         return self._store(role=Message.Role.NOTICE, notice_code=code, notice_params=params or {}, **fields)

@@ -12,9 +12,7 @@ from typing import Any, Iterable
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from agent.access import SessionRef
-from agent.conversations import create_conversation
-from agent.models import Attachment, Conversation
+from agent.models import Attachment
 
 
 @pytest.fixture(autouse=True)
@@ -30,11 +28,6 @@ def storage_root(settings: Any, tmp_path: Path) -> Path:
 
 def stored_files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file())
-
-
-@pytest.fixture
-def chat(ref: SessionRef) -> Conversation:
-    return create_conversation(ref, {}, impersonated=False)
 
 
 def upload(name: str, data: bytes, content_type: str = "application/octet-stream") -> SimpleUploadedFile:

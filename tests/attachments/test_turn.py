@@ -1,0 +1,98 @@
+"""A turn with the user's files: linked to the message that sends them, read by the model in that turn
+(text in its share, pictures as image parts), and pictures never sent to a model that cannot see them
+(SPEC §3, §4, §9, §9.1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from agent import turns
+from agent.attachments import add_attachment
+from agent.errors import NotFound
+from agent.models import AIRequest, Attachment, Message
+from agent.tasks import process_attachment, run_turn
+from tests.model_server import answer, error
+
+from .conftest import picture_bytes, upload
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def read_file(ref: Any, chat: Any, name: str, data: bytes) -> Attachment:
+    """A file uploaded and read, as the composer and ``agent.process_attachment`` do it."""
+    attachment = add_attachment(ref, chat.pk, upload(name, data), impersonated=False)
+    process_attachment(str(attachment.pk))
+    attachment.refresh_from_db()
+    assert attachment.status == Attachment.Status.READY, attachment.error_code
+    return attachment
+
+
+def user_entry(request: dict[str, Any]) -> Any:
+    return [m for m in request["messages"] if m["role"] == "user"][-1]["content"]
+
+
+def test_a_turn_links_its_files_and_the_model_reads_the_text_and_sees_the_picture(ref, chat, endpoint, model_server):
+    endpoint.supports_images = True
+    endpoint.save()
+    notes = read_file(ref, chat, "notes.txt", b"Milk is on the shopping list.\nAnd bread.")
+    photo = read_file(ref, chat, "fridge.png", picture_bytes())
+    model_server.push(answer("You need milk; the picture shows a red square."))
+    turn = turns.start(ref, chat.pk, "what do I need?", attachment_ids=[notes.pk, photo.pk], impersonated=False)
+    run_turn(str(turn.pk))
+    message = Message.objects.get(conversation=chat, role=Message.Role.USER)
+    assert set(Attachment.objects.filter(message=message).values_list("pk", flat=True)) == {notes.pk, photo.pk}
+    text_part, image_part = user_entry(model_server.requests[0])
+    assert "what do I need?" in text_part["text"] and "Milk is on the shopping list." in text_part["text"]
+    assert "fridge.png" in text_part["text"]
+    assert image_part["image_url"]["url"].startswith("data:image/png;base64,")
+    assert AIRequest.objects.get().captured is None  # a turn with pictures is never captured
+
+
+def test_the_pictures_go_only_with_their_own_turn(ref, chat, endpoint, model_server):
+    endpoint.supports_images = True
+    endpoint.save()
+    photo = read_file(ref, chat, "fridge.png", picture_bytes())
+    model_server.push(answer("a red square"), answer("hello again"))
+    run_turn(str(turns.start(ref, chat.pk, "look", attachment_ids=[photo.pk], impersonated=False).pk))
+    run_turn(str(turns.start(ref, chat.pk, "and now?", impersonated=False).pk))
+    later = model_server.requests[1]["messages"]
+    assert all(isinstance(m["content"], str) for m in later if m["role"] == "user")
+    assert any("fridge.png" in m["content"] for m in later if m["role"] == "user")  # the line that names it stays
+
+
+def test_a_model_that_cannot_see_pictures_is_not_called_and_the_files_go_back(ref, chat, endpoint, model_server):
+    photo = read_file(ref, chat, "fridge.png", picture_bytes())
+    turn = turns.start(ref, chat.pk, "look", attachment_ids=[photo.pk], impersonated=False)
+    run_turn(str(turn.pk))
+    assert model_server.requests == []
+    codes = [(m.role, m.notice_code) for m in Message.objects.filter(conversation=chat).order_by("seq")]
+    assert codes == [("user", ""), ("notice", "pictures_not_seen")]
+    photo.refresh_from_db()
+    assert photo.message_id is None  # back in the composer
+
+
+def test_a_provider_that_refuses_the_pictures_is_asked_again_without_them(ref, chat, endpoint, model_server):
+    endpoint.supports_images = True
+    endpoint.save()
+    photo = read_file(ref, chat, "fridge.png", picture_bytes())
+    model_server.push(error(400), answer("I could not see the picture."))
+    run_turn(str(turns.start(ref, chat.pk, "look", attachment_ids=[photo.pk], impersonated=False).pk))
+    first, second = model_server.requests
+    assert isinstance(user_entry(first), list) and isinstance(user_entry(second), str)
+    shape = [(m.role, m.notice_code) for m in Message.objects.filter(conversation=chat).order_by("seq")]
+    assert shape == [("user", ""), ("notice", "pictures_not_seen"), ("assistant", "")]
+
+
+def test_start_takes_only_ready_unlinked_files_of_this_chat_and_user(ref, chat, endpoint, settings):
+    notes = read_file(ref, chat, "notes.txt", b"text")
+    Attachment.objects.filter(pk=notes.pk).update(status=Attachment.Status.PENDING)
+    with pytest.raises(NotFound):
+        turns.start(ref, chat.pk, "read it", attachment_ids=[notes.pk], impersonated=False)
+    with pytest.raises(NotFound):
+        turns.start(ref, chat.pk, "read it", attachment_ids=["not-an-id"], impersonated=False)
+    settings.AGENT = {**settings.AGENT, "MAX_FILES_PER_MESSAGE": 1}
+    with pytest.raises(ValidationError):
+        turns.start(ref, chat.pk, "read it", attachment_ids=[notes.pk, notes.pk], impersonated=False)
