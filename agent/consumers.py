@@ -208,7 +208,12 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
         return {"type": "unsubscribed", "conversation": conversation_id}
 
     async def frame_send(self, frame: dict[str, Any]) -> dict[str, Any]:
-        turn = await self._call(turns.start, frame.get("conversation"), frame.get("text"), language=self.language)
+        files = frame.get("attachment_ids") or []
+        if not isinstance(files, list):
+            files = [files]  # for_turn refuses what is not an id of this chat's ready files
+        turn = await self._call(
+            turns.start, frame.get("conversation"), frame.get("text"), attachment_ids=files, language=self.language
+        )
         return {"type": "accepted", "conversation": str(turn.conversation_id), "turn": str(turn.pk)}
 
     async def frame_stop(self, frame: dict[str, Any]) -> dict[str, Any]:

@@ -188,6 +188,8 @@ def _page_urls() -> dict[str, str]:
         "restore": "conversation_restore",
         "delete": "conversation_delete", "messages": "message_list", "send": "turn_start", "stop": "turn_stop",
         "confirm": "confirmation_confirm", "cancel": "confirmation_cancel", "open": "chat_open",
+        "files": "attachment_list", "upload": "attachment_upload", "unattach": "attachment_remove",
+        "file": "attachment_file",
     }
     urls = {key: reverse(f"agent:{name}", args=[PLACEHOLDER_ID]) for key, name in with_id.items()}
     return urls | {
@@ -295,8 +297,9 @@ def message_list(request: HttpRequest, ref: SessionRef, impersonated: bool, conv
 @require_POST
 @api
 def turn_start(request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str) -> dict[str, Any]:
-    turn = turns.start(ref, conversation_id, _body(request).get("text"), impersonated=impersonated,
-                       language=get_language())
+    body = _body(request)
+    turn = turns.start(ref, conversation_id, body.get("text"), attachment_ids=body.get("attachment_ids") or (),
+                       impersonated=impersonated, language=get_language())
     return {"turn": {"id": str(turn.pk), "status": turn.status}}
 
 

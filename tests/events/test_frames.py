@@ -29,8 +29,14 @@ async def reply_to(ws: Any, frame: dict[str, Any], kind: str) -> dict[str, Any]:
 
 @sync_to_async
 def card_for(ref: SessionRef, chat: Conversation, title: str) -> Confirmation:
-    result = execute_as(authorize_session(ref, impersonated=False), "notes_create", {"title": title},
-                        via="agent", chat=chat, call_id="c1")
+    result = execute_as(
+        authorize_session(ref, impersonated=False),
+        "notes_create",
+        {"title": title},
+        via="agent",
+        chat=chat,
+        call_id="c1",
+    )
     return result.confirmation
 
 
@@ -85,4 +91,15 @@ async def test_cancel_drops_the_cards_write(session: tuple[Client, SessionRef], 
     decided = await reply_to(ws, {"type": "cancel", "confirmation": str(card.pk)}, "decided")
     assert decided["status"] == "cancelled"
     assert not await Note.objects.aexists()
+    await ws.disconnect()
+
+
+async def test_send_with_a_file_that_is_not_this_chats_answers_not_found(
+    session: tuple[Client, SessionRef], chat: Conversation, endpoint: Any
+) -> None:
+    ws = await opened(session[0])
+    frame = {"type": "send", "conversation": str(chat.pk), "text": "read it", "attachment_ids": [str(chat.pk)]}
+    reply = await reply_to(ws, frame, "error")
+    assert reply["error"] == "not_found"
+    assert not await Turn.objects.aexists()
     await ws.disconnect()

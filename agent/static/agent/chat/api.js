@@ -20,7 +20,7 @@ export function urlFor(name, id) {
   return id ? pattern.replace(PLACEHOLDER, encodeURIComponent(id)) : pattern;
 }
 
-function csrfToken() {
+export function csrfToken() {
   const input = root.querySelector("input[name=csrfmiddlewaretoken]");
   return input ? input.value : "";
 }

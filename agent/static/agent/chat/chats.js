@@ -179,6 +179,9 @@ export async function openChat(id, options) {
   }
   state.current = id;
   resetMessages();
+  if (state.files) {
+    state.files.setConversation(id).catch(() => undefined);
+  }
   hideBanner();
   ui.composerError.textContent = "";
   ui.composerNote.textContent = "";

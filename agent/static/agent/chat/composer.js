@@ -25,7 +25,9 @@ export function updateComposer() {
   const busy = Boolean(state.turn);
   const off = state.signedOut;
   ui.text.disabled = busy || off;
-  ui.send.disabled = busy || off || state.sending || state.outboxes.has(state.current);
+  const reading = Boolean(state.files && state.files.busy());
+  ui.send.disabled = busy || off || reading || state.sending || state.outboxes.has(state.current);
+  ui.attach.disabled = off;
   ui.stop.hidden = !busy || off;
   ui.working.hidden = !busy || off;
   ui.newChat.disabled = off;
@@ -212,8 +214,12 @@ export async function send(again) {
       state.outboxes.set(box.chat, box);
       await openChat(box.chat, { push: true, fresh: true });
     }
-    const data = await api("POST", urlFor("send", box.chat), { text: text });
+    const files = retry || !state.files ? [] : state.files.readyIds();
+    const data = await api("POST", urlFor("send", box.chat), { text: text, attachment_ids: files });
     box.turn = data.turn.id;
+    if (files.length) {
+      state.files.sent();
+    }
     if (box.chat === state.current) {
       applyTurn(data.turn.id, data.turn.status);
       const own = Array.from(state.messages.values()).find((view) => isOwnMessage(box, view));

@@ -3,9 +3,14 @@
  * An ES module of the chat page (no build step, strict CSP: no inline script or style).
  */
 
+import { mountAttachments } from "../attachments.js";
 import { root, state, ui } from "./page.js";
+import { api, csrfToken, errorText, urlFor } from "./api.js";
 import { connect } from "./socket.js";
-import { archive, idFromLocation, loadChats, nearEnd, openChat, openDelete, openRename, remove, rename, restore, searchSoon, showList } from "./chats.js";
+import {
+  archive, idFromLocation, loadChats, nearEnd, openChat, openDelete, openRename, putChat, remove, rename, restore, searchSoon,
+  showList,
+} from "./chats.js";
 import { loadOlder, refreshTimes } from "./messages.js";
 import { send, stop, updateComposer } from "./composer.js";
 
@@ -54,6 +59,30 @@ document.querySelectorAll(".dialog-close").forEach((button) => {
   button.addEventListener("click", () => button.closest("dialog").close());
 });
 window.addEventListener("popstate", () => openChat(idFromLocation()));
+
+// -- the composer's files (attachments.js): a new chat is made when its first file is picked ------
+
+state.files = mountAttachments({
+  form: ui.composer, textarea: ui.text, button: ui.attach, dropTarget: ui.composer, list: ui.files,
+  csrfToken: csrfToken(), onChange: () => updateComposer(),
+  urls: { attachments: urlFor("files"), attachmentUpload: urlFor("upload"), attachmentRemove: urlFor("unattach"),
+          attachmentFile: urlFor("file") },
+});
+
+ui.attach.addEventListener("click", async (event) => {
+  if (state.current) {
+    return; // attachments.js opens the file picker
+  }
+  event.stopImmediatePropagation();
+  try {
+    const created = await api("POST", urlFor("create"), {});
+    putChat(created.conversation, "top");
+    await openChat(created.conversation.id, { push: true, fresh: true });
+    ui.attach.click(); // still within the click's activation: the picker may open
+  } catch (error) {
+    ui.composerError.textContent = errorText(error);
+  }
+}, { capture: true });
 
 window.setInterval(refreshTimes, 60000);
 updateComposer();

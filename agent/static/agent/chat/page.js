@@ -31,6 +31,8 @@ export const ui = {
   search: $("chat-search"),
   showArchived: $("show-archived"),
   showShortcuts: $("show-shortcuts"),
+  attach: $("attach"),
+  files: $("composer-files"),
   shortcutsDialog: $("shortcuts-dialog"),
   remove: $("delete-chat"),
   banner: $("banner"),
@@ -78,6 +80,7 @@ export const state = {
   // {text, chat, turn, after}. Until a user message of `turn` arrives they can go back.
   outboxes: new Map(),
   signedOut: false,
+  files: null, // the composer's files (attachments.js), mounted by main.js
   socket: null,
   ready: false,
   attempts: 0,

@@ -106,6 +106,11 @@ function onFrame(frame) {
         showHeader(frame.conversation);
       }
       break;
+    case "attachment":
+      if (frame.conversation === state.current && state.files) {
+        state.files.refresh();
+      }
+      break;
     case "conversation_gone":
       chatGone(frame.conversation);
       break;
