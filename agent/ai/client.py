@@ -1,4 +1,5 @@
 """``complete()``: one model call, one journal row, every SDK error mapped to a code."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,15 @@ logger = logging.getLogger(__name__)
 class AIError(Exception):
     """A model call that did not give an answer; ``code`` is one of SPEC §7."""
 
-    def __init__(self, code: str, status: int | None = None, *, request_id: Any = None, limit: str | None = None,
-                 refused: bool = False):
+    def __init__(
+        self,
+        code: str,
+        status: int | None = None,
+        *,
+        request_id: Any = None,
+        limit: str | None = None,
+        refused: bool = False,
+    ):
         super().__init__(code)
         self.code = code
         self.status = status
@@ -84,8 +92,10 @@ def _client_for(endpoint: Endpoint) -> Any:
         if known is not None and known[0] == config:
             return known[1]
         client = openai.OpenAI(
-            api_key=key or "unused", base_url=endpoint.base_url,
-            timeout=float(endpoint.timeout_s), max_retries=0,  # ``_create`` retries, within the deadline
+            api_key=key or "unused",
+            base_url=endpoint.base_url,
+            timeout=float(endpoint.timeout_s),
+            max_retries=0,  # ``_create`` retries, within the deadline
         )
         _clients[endpoint.pk] = (config, client)
     if known is not None:
@@ -124,8 +134,12 @@ def complete(
     are checked first, or taken from ``budget`` when the caller checked them just now.
     """
     journal = {
-        "endpoint": endpoint if endpoint is not None and endpoint.pk else None, "user": user,
-        "source": source, "task": task, "admission": admission or "", "attribution": attribution or {},
+        "endpoint": endpoint if endpoint is not None and endpoint.pk else None,
+        "user": user,
+        "source": source,
+        "task": task,
+        "admission": admission or "",
+        "attribution": attribution or {},
         "model": getattr(endpoint, "model", "") or "",
     }
     if endpoint is None:
@@ -152,8 +166,11 @@ def complete(
         raise _fail(journal, map_sdk_error(error), started) from None
     row = AIRequest.objects.create(
         **journal | {"model": completion.model or journal["model"]},
-        status=AIRequest.Status.SUCCESS, input_tokens=completion.input_tokens,
-        output_tokens=completion.output_tokens, cost_usd=completion.cost_usd, latency_ms=completion.latency_ms,
+        status=AIRequest.Status.SUCCESS,
+        input_tokens=completion.input_tokens,
+        output_tokens=completion.output_tokens,
+        cost_usd=completion.cost_usd,
+        latency_ms=completion.latency_ms,
         captured={"messages": messages, "answer": completion.content} if capture else None,
     )
     usage.deliver(row)
@@ -274,8 +291,12 @@ def _read(response: bytes, endpoint: Endpoint, started: float) -> Completion:
             + Decimal(output_tokens) * endpoint.output_price_per_mtok
         ) / Decimal(1_000_000)
     return Completion(
-        content=content, tool_calls=calls, model=model, input_tokens=input_tokens, output_tokens=output_tokens,
-        cost_usd=cost, latency_ms=latency, request_id=None,
+        content=content,
+        tool_calls=calls,
+        model=model,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cost_usd=cost,
+        latency_ms=latency,
+        request_id=None,
     )
-
-

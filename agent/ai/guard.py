@@ -1,4 +1,5 @@
 """Admission and budget (SPEC §8.3): rolling 24-hour caps, and the off-purpose block."""
+
 from __future__ import annotations
 
 import uuid
@@ -30,7 +31,10 @@ def admit(user: Any, task: str) -> str:
     if OffPurposeFlag.objects.filter(user=user, created_at__gte=since).count() >= agent_settings.OFF_PURPOSE_LIMIT:
         raise Blocked()
     caps = _caps(user)
-    if caps["turns_per_user"] and Turn.objects.filter(user=user, created_at__gte=since).count() >= caps["turns_per_user"]:
+    if (
+        caps["turns_per_user"]
+        and Turn.objects.filter(user=user, created_at__gte=since).count() >= caps["turns_per_user"]
+    ):
         raise BudgetExceeded(limit="turns_per_user")
     check(user, caps)
     return uuid.uuid4().hex
@@ -128,7 +132,7 @@ def cut_marker(content: str) -> tuple[str, str | None]:
     start = stripped.rfind(MARKER_OPEN)
     if start < 0 or not stripped.endswith(MARKER_CLOSE) or MARKER_CLOSE in stripped[start:-1]:
         return content, None
-    return stripped[:start].rstrip(), stripped[start + len(MARKER_OPEN):-1].strip()
+    return stripped[:start].rstrip(), stripped[start + len(MARKER_OPEN) : -1].strip()
 
 
 def report_off_purpose(user: Any, turn_ref: Any, reason: str) -> bool:
@@ -157,9 +161,11 @@ def _caps(user: Any) -> dict[str, Any]:
         return default
 
     return {
-        "cost_per_user": Decimal(str(pick(own and own.daily_cost_cap, site.daily_cost_per_user,
-                                          agent_settings.DAILY_COST_PER_USER))),
-        "turns_per_user": int(pick(own and own.daily_turns_cap, site.daily_turns_per_user,
-                                   agent_settings.DAILY_TURNS_PER_USER)),
+        "cost_per_user": Decimal(
+            str(pick(own and own.daily_cost_cap, site.daily_cost_per_user, agent_settings.DAILY_COST_PER_USER))
+        ),
+        "turns_per_user": int(
+            pick(own and own.daily_turns_cap, site.daily_turns_per_user, agent_settings.DAILY_TURNS_PER_USER)
+        ),
         "cost_site": Decimal(str(pick(None, site.daily_cost_site, agent_settings.DAILY_COST_SITE))),
     }

@@ -4,6 +4,7 @@ A lock is held until its lease runs out unless the heartbeat renews it; a
 newer turn can take over only an expired lease. No PostgreSQL advisory locks:
 a frozen worker would keep one forever.
 """
+
 from __future__ import annotations
 
 import logging

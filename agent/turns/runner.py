@@ -6,6 +6,7 @@ lease writes nothing. Each check is one statement compiled once per worker
 thread (``access.Columns``) that reads the session, the rights, the turn and its
 leases afresh.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -186,12 +187,17 @@ class TurnRunner:
         try:
             with usage.stored_by_caller(answer_id):
                 completion = complete(
-                    self.turn.endpoint, self.request_messages(number),
-                    tools=[t.definition() for t in shown] or None, user=scope.user, source="agent",
-                    task="agent.chat", admission=self.turn.admission or None,
+                    self.turn.endpoint,
+                    self.request_messages(number),
+                    tools=[t.definition() for t in shown] or None,
+                    user=scope.user,
+                    source="agent",
+                    task="agent.chat",
+                    admission=self.turn.admission or None,
                     attribution={"message": str(answer_id), "turn": str(self.turn.pk)},
                     capture=agent_settings.CAPTURE_CONTENT and not self.pictures,  # never a turn's pictures
-                    deadline=self.turn.deadline_at, budget=self.budget,
+                    deadline=self.turn.deadline_at,
+                    budget=self.budget,
                 )
         except AIError as error:
             if error.code == "deadline":
@@ -246,8 +252,16 @@ class TurnRunner:
             return "invalid_arguments", {"error": "invalid_arguments", "details": ["arguments are not JSON"]}, None
         run = contextlib.nullcontext() if not is_write else self.fenced()  # a card only while the turn holds the chat
         with run:
-            result = execute_as(scope, call.name, args, allow="all", via="agent", chat=self.turn.conversation,
-                                call_id=call.id, turn=self.turn)
+            result = execute_as(
+                scope,
+                call.name,
+                args,
+                allow="all",
+                via="agent",
+                chat=self.turn.conversation,
+                call_id=call.id,
+                turn=self.turn,
+            )
         return result.outcome, result.result, result.confirmation
 
     # -- the request -------------------------------------------------------------
@@ -326,13 +340,21 @@ class TurnRunner:
 
     # -- storing -------------------------------------------------------------------
 
-    def _store_answer(self, answer_id: uuid.UUID, content: str, calls: list[ToolCall],
-                      completion: Completion, off_purpose: str | None) -> Message:
+    def _store_answer(
+        self, answer_id: uuid.UUID, content: str, calls: list[ToolCall], completion: Completion, off_purpose: str | None
+    ) -> Message:
         tool_calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls]
         message = self._store(
-            id=answer_id, role=Message.Role.ASSISTANT, content=content, tool_calls=tool_calls or None,
-            model=completion.model, input_tokens=completion.input_tokens, output_tokens=completion.output_tokens,
-            cost_usd=completion.cost_usd, latency_ms=completion.latency_ms, ai_request_id=completion.request_id,
+            id=answer_id,
+            role=Message.Role.ASSISTANT,
+            content=content,
+            tool_calls=tool_calls or None,
+            model=completion.model,
+            input_tokens=completion.input_tokens,
+            output_tokens=completion.output_tokens,
+            cost_usd=completion.cost_usd,
+            latency_ms=completion.latency_ms,
+            ai_request_id=completion.request_id,
             off_purpose=off_purpose,
         )
         entry: dict[str, Any] = {"role": "assistant", "content": content or None}
@@ -351,8 +373,13 @@ class TurnRunner:
         if truncated:
             text = text[:limit]
         self._store(
-            role=Message.Role.TOOL, tool_name=call.name[:64], tool_call_id=call.id[:128], tool_outcome=outcome,
-            tool_result=text if truncated else json.loads(text), tool_result_truncated=truncated, confirmation=card,
+            role=Message.Role.TOOL,
+            tool_name=call.name[:64],
+            tool_call_id=call.id[:128],
+            tool_outcome=outcome,
+            tool_result=text if truncated else json.loads(text),
+            tool_result_truncated=truncated,
+            confirmation=card,
             assistant_message=answer,
         )
         message = {"role": "tool", "tool_call_id": call.id, "content": text}
@@ -377,8 +404,9 @@ class TurnRunner:
     def _notice(self, code: str, params: dict[str, Any] | None = None, **fields: Any) -> Message:
         return self._store(role=Message.Role.NOTICE, notice_code=code, notice_params=params or {}, **fields)
 
-    def _store(self, *, title_from: str | None = None, off_purpose: str | None = None, users_own: bool = False,
-               **fields: Any) -> Message:
+    def _store(
+        self, *, title_from: str | None = None, off_purpose: str | None = None, users_own: bool = False, **fields: Any
+    ) -> Message:
         """Append a message of this turn, with what goes with it (the turn's link to the user's
         message, the off-purpose flag), only while the turn still holds the chat's lease: checked
         and locked in the statement that stores it, and what goes with it in the same transaction."""
@@ -390,8 +418,12 @@ class TurnRunner:
         try:
             with transaction.atomic() if own else contextlib.nullcontext():
                 message = append_message(
-                    self.turn.conversation_id, turn=self.turn, title_from=title_from, lease=lease,
-                    link_turn=users_own, **fields,
+                    self.turn.conversation_id,
+                    turn=self.turn,
+                    title_from=title_from,
+                    lease=lease,
+                    link_turn=users_own,
+                    **fields,
                 )
                 if flag:
                     self.flagged = guard.report_off_purpose(self.turn.user, self.turn.pk, off_purpose)
@@ -401,8 +433,9 @@ class TurnRunner:
         except NotFound:
             raise TurnEnded(End(Status.FAILED, "chat_gone")) from None
         except (DatabaseError, ValidationError) as error:
-            logger.error("agent turn %s: a %s message was refused (%s)", self.turn.pk, fields.get("role"),
-                         type(error).__name__)
+            logger.error(
+                "agent turn %s: a %s message was refused (%s)", self.turn.pk, fields.get("role"), type(error).__name__
+            )
             raise StoreFailed() from None
 
 

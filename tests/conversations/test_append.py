@@ -64,8 +64,14 @@ def test_a_deleted_chat_under_a_held_lease_is_not_found(chat: Any) -> None:
 def test_the_stored_fields_are_the_ones_given(chat: Any) -> None:
     answer = append_message(chat.pk, role=Message.Role.ASSISTANT, content="", tool_calls=[{"id": "c1", "name": "x"}])
     tool = append_message(
-        chat.pk, role=Message.Role.TOOL, tool_name="x", tool_call_id="c1", tool_outcome="ok",
-        tool_result={"n": [1, 2]}, assistant_message=answer, lease=_lease(chat, uuid.uuid4()),
+        chat.pk,
+        role=Message.Role.TOOL,
+        tool_name="x",
+        tool_call_id="c1",
+        tool_outcome="ok",
+        tool_result={"n": [1, 2]},
+        assistant_message=answer,
+        lease=_lease(chat, uuid.uuid4()),
     )
     row = Message.objects.get(pk=tool.pk)
     assert (row.seq, row.tool_result, row.assistant_message_id, row.notice_params) == (2, {"n": [1, 2]}, answer.pk, {})
