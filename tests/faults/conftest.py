@@ -36,11 +36,16 @@ def stacks(django_db_setup: Any) -> Iterator[Stacks]:
 
 
 @pytest.fixture(scope="module")
-def stack(request: pytest.FixtureRequest, stacks: Stacks) -> Stack:
-    """The module's daphne, worker and beat (``AGENT_SETTINGS`` of the module); each test starts those it needs."""
+def stack(request: pytest.FixtureRequest, stacks: Stacks) -> Iterator[Stack]:
+    """The module's daphne, worker and beat (``AGENT_SETTINGS`` of the module); each test starts those it needs.
+
+    They stop with the module, so no worker of theirs takes turns off the test queue in later modules.
+    """
     agent = getattr(request.module, "AGENT_SETTINGS", {})
     name = "-".join(f"{key}={value}" for key, value in sorted(agent.items())) or "production-settings"
-    return stacks.use(name, agent=agent)
+    site = stacks.use(name, agent=agent)
+    yield site
+    site.stop_all()
 
 
 @pytest.fixture
