@@ -5,6 +5,7 @@ A ``SessionRef`` names a session; ``authorize_session`` turns it into a
 here caches across calls, so a logout, a password change, a deactivation or
 a lost permission takes effect on the very next call.
 """
+
 from __future__ import annotations
 
 import threading

@@ -3,6 +3,7 @@
 List pages never show a message's text, a tool's arguments or results, a
 session key or an API key; message text needs ``agent.view_chat_content``.
 """
+
 from __future__ import annotations
 
 import csv
@@ -76,7 +77,9 @@ class ReadOnlyMixin(ManageAgentMixin):
 class EndpointForm(forms.ModelForm):
     base_url = forms.URLField(label=_("base URL"), max_length=500, assume_scheme="https")
     api_key = forms.CharField(
-        label=_("API key"), required=False, widget=forms.PasswordInput(render_value=False),
+        label=_("API key"),
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
         help_text=_("Write-only: leave empty to keep the current key."),
     )
     clear_api_key = forms.BooleanField(label=_("Remove the stored key"), required=False)
@@ -112,14 +115,23 @@ class EndpointAdmin(ManageAgentMixin, admin.ModelAdmin):
     def test_call(self, request: HttpRequest, queryset: QuerySet[Endpoint]) -> None:
         for endpoint in queryset:
             try:
-                answer = complete(endpoint, [{"role": "user", "content": "Reply with: ok"}], user=request.user,
-                                  source="admin", task="agent.endpoint_test")
+                answer = complete(
+                    endpoint,
+                    [{"role": "user", "content": "Reply with: ok"}],
+                    user=request.user,
+                    source="admin",
+                    task="agent.endpoint_test",
+                )
             except AIError as error:
-                self.message_user(request, _("%(name)s: failed (%(code)s)") % {"name": endpoint, "code": error.code},
-                                  messages.ERROR)
+                self.message_user(
+                    request, _("%(name)s: failed (%(code)s)") % {"name": endpoint, "code": error.code}, messages.ERROR
+                )
             else:
-                self.message_user(request, _("%(name)s: answered in %(ms)d ms") % {"name": endpoint,
-                                  "ms": answer.latency_ms}, messages.SUCCESS)
+                self.message_user(
+                    request,
+                    _("%(name)s: answered in %(ms)d ms") % {"name": endpoint, "ms": answer.latency_ms},
+                    messages.SUCCESS,
+                )
 
 
 @admin.register(AgentSettings)
@@ -163,6 +175,7 @@ class UserSettingsAdmin(ManageAgentMixin, admin.ModelAdmin):
             text = limits.message(params) if standing.reached else None
             lines.append(text or _("%(limit)s: %(used)s of %(cap)s (0: no cap)") % params)
         return " · ".join(str(line) for line in lines)
+
     list_filter = ["enabled", "language"]
     search_fields = ["user__username", "user__email"]
     raw_id_fields = ["user"]
@@ -272,8 +285,18 @@ class ConfirmationAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 @admin.register(AIRequest)
 class AIRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
-    list_display = ["created_at", "user", "task", "model", "status", "error_code", "input_tokens",
-                    "output_tokens", "cost_usd", "latency_ms"]
+    list_display = [
+        "created_at",
+        "user",
+        "task",
+        "model",
+        "status",
+        "error_code",
+        "input_tokens",
+        "output_tokens",
+        "cost_usd",
+        "latency_ms",
+    ]
     list_filter = ["status", "source", "task", "error_code"]
     search_fields = ["user__username", "model"]
     exclude = ["captured"]
@@ -296,15 +319,23 @@ class AIRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
     def cost_view(self, request: HttpRequest) -> HttpResponse:
         """Cost and turns per user and per day for the last 30 days, as SVG drawn here (no script, no CDN)."""
         self._staff_only(request)
-        context = {**self.admin_site.each_context(request), "title": _("Cost and turns, last 30 days"),
-                   "opts": self.model._meta, **cost_charts(timezone.localdate())}
+        context = {
+            **self.admin_site.each_context(request),
+            "title": _("Cost and turns, last 30 days"),
+            "opts": self.model._meta,
+            **cost_charts(timezone.localdate()),
+        }
         return TemplateResponse(request, "admin/agent/airequest/cost.html", context)
 
     def health_view(self, request: HttpRequest) -> HttpResponse:
         """Each endpoint over the last 24 hours: calls, error rate by code, p50/p95 latency."""
         self._staff_only(request)
-        context = {**self.admin_site.each_context(request), "title": _("Endpoint health, last 24 hours"),
-                   "opts": self.model._meta, "endpoints": endpoint_health(timezone.now() - timedelta(hours=24))}
+        context = {
+            **self.admin_site.each_context(request),
+            "title": _("Endpoint health, last 24 hours"),
+            "opts": self.model._meta,
+            "endpoints": endpoint_health(timezone.now() - timedelta(hours=24)),
+        }
         return TemplateResponse(request, "admin/agent/airequest/health.html", context)
 
     def export_view(self, request: HttpRequest) -> HttpResponseBase:
@@ -314,9 +345,13 @@ class AIRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
             start = date.fromisoformat(request.GET["start"])
             end = date.fromisoformat(request.GET["end"])
         except (KeyError, ValueError):
-            context = {**self.admin_site.each_context(request), "title": _("Export the journal as CSV"),
-                       "opts": self.model._meta, "today": timezone.localdate().isoformat(),
-                       "invalid": bool(request.GET)}
+            context = {
+                **self.admin_site.each_context(request),
+                "title": _("Export the journal as CSV"),
+                "opts": self.model._meta,
+                "today": timezone.localdate().isoformat(),
+                "invalid": bool(request.GET),
+            }
             return TemplateResponse(request, "admin/agent/airequest/export.html", context)
         response = StreamingHttpResponse(journal_csv(start, end), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="agent-journal-{start}-{end}.csv"'
@@ -329,8 +364,12 @@ class AIRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
             response.context_data["cost_totals"] = (
                 changelist.queryset.annotate(day=TruncDate("created_at"))
                 .values("day", "user__username")
-                .annotate(calls=Count("id"), cost=Sum("cost_usd"), tokens_in=Sum("input_tokens"),
-                          tokens_out=Sum("output_tokens"))
+                .annotate(
+                    calls=Count("id"),
+                    cost=Sum("cost_usd"),
+                    tokens_in=Sum("input_tokens"),
+                    tokens_out=Sum("output_tokens"),
+                )
                 .order_by("-day", "-cost")[:100]
             )
         return response
@@ -353,7 +392,15 @@ class AttachmentInline(admin.TabularInline):
     can_delete = False
     max_num = 0
     fields = [
-        "name", "content_type", "size", "status", "error_code", "is_picture", "message", "created_at", "extracted",
+        "name",
+        "content_type",
+        "size",
+        "status",
+        "error_code",
+        "is_picture",
+        "message",
+        "created_at",
+        "extracted",
     ]
     readonly_fields = fields
 
@@ -406,12 +453,18 @@ def cost_charts(today: date) -> dict[str, Any]:
     first = today - timedelta(days=CHART_DAYS - 1)
     since = timezone.make_aware(datetime.combine(first, time.min))
     cost_rows = (
-        AIRequest.objects.filter(created_at__gte=since).annotate(day=TruncDate("created_at"))
-        .values("day", "user__username").annotate(amount=Sum("cost_usd")).order_by()
+        AIRequest.objects.filter(created_at__gte=since)
+        .annotate(day=TruncDate("created_at"))
+        .values("day", "user__username")
+        .annotate(amount=Sum("cost_usd"))
+        .order_by()
     )
     turn_rows = (
-        Turn.objects.filter(created_at__gte=since).annotate(day=TruncDate("created_at"))
-        .values("day", "user__username").annotate(amount=Count("id")).order_by()
+        Turn.objects.filter(created_at__gte=since)
+        .annotate(day=TruncDate("created_at"))
+        .values("day", "user__username")
+        .annotate(amount=Count("id"))
+        .order_by()
     )
     cost = {(r["day"], r["user__username"] or "—"): float(r["amount"] or 0) for r in cost_rows}
     turns = {(r["day"], r["user__username"] or "—"): float(r["amount"]) for r in turn_rows}
@@ -420,8 +473,9 @@ def cost_charts(today: date) -> dict[str, Any]:
     return {
         "cost_chart": _stacked_bars(days, cost, money=True),
         "turns_chart": _stacked_bars(days, turns, money=False),
-        "rows": [{"day": d, "user": u, "cost": cost.get((d, u), 0), "turns": int(turns.get((d, u), 0))}
-                 for d, u in table],
+        "rows": [
+            {"day": d, "user": u, "cost": cost.get((d, u), 0), "turns": int(turns.get((d, u), 0))} for d, u in table
+        ],
     }
 
 
@@ -450,15 +504,31 @@ def _stacked_bars(days: list[date], values: dict[tuple[date, str], float], *, mo
             height = amount / peak * plot_height
             bottom -= height
             label = f"{day} {name}: " + (f"${amount:.4f}" if money else f"{int(amount)}")
-            bars.append({"x": round(CHART_LEFT + index * step + 1, 1), "y": round(bottom, 1),
-                         "width": round(step - 2, 1), "height": round(height, 1),
-                         "colour": CHART_COLOURS[number % len(CHART_COLOURS)], "label": label})
-    ticks = [{"x": round(CHART_LEFT + i * step + step / 2, 1), "label": day.strftime("%d.%m")}
-             for i, day in enumerate(days) if i % 5 == 0]
+            bars.append(
+                {
+                    "x": round(CHART_LEFT + index * step + 1, 1),
+                    "y": round(bottom, 1),
+                    "width": round(step - 2, 1),
+                    "height": round(height, 1),
+                    "colour": CHART_COLOURS[number % len(CHART_COLOURS)],
+                    "label": label,
+                }
+            )
+    ticks = [
+        {"x": round(CHART_LEFT + i * step + step / 2, 1), "label": day.strftime("%d.%m")}
+        for i, day in enumerate(days)
+        if i % 5 == 0
+    ]
     return {
-        "width": CHART_WIDTH, "height": CHART_HEIGHT, "left": CHART_LEFT, "base": CHART_HEIGHT - CHART_BOTTOM,
-        "label_y": CHART_HEIGHT - 10, "top_y": 14, "peak": f"${peak:.2f}" if money else str(int(peak)),
-        "bars": bars, "ticks": ticks,
+        "width": CHART_WIDTH,
+        "height": CHART_HEIGHT,
+        "left": CHART_LEFT,
+        "base": CHART_HEIGHT - CHART_BOTTOM,
+        "label_y": CHART_HEIGHT - 10,
+        "top_y": 14,
+        "peak": f"${peak:.2f}" if money else str(int(peak)),
+        "bars": bars,
+        "ticks": ticks,
         "legend": [{"name": name, "colour": CHART_COLOURS[n % len(CHART_COLOURS)]} for n, name in enumerate(series)],
     }
 
@@ -470,14 +540,21 @@ def endpoint_health(since: datetime) -> list[dict[str, Any]]:
     health: dict[Any, dict[str, Any]] = {}
     names = dict(Endpoint.objects.values_list("pk", "name"))
     for row in rows.values("endpoint_id").annotate(calls=Count("id")).order_by():
-        health[row["endpoint_id"]] = {"name": names.get(row["endpoint_id"], "—"), "calls": row["calls"],
-                                      "errors": [], "error_rate": 0.0, "p50": None, "p95": None}
+        health[row["endpoint_id"]] = {
+            "name": names.get(row["endpoint_id"], "—"),
+            "calls": row["calls"],
+            "errors": [],
+            "error_rate": 0.0,
+            "p50": None,
+            "p95": None,
+        }
     failed = rows.filter(status=AIRequest.Status.ERROR).values("endpoint_id", "error_code", "http_status")
     for row in failed.annotate(count=Count("id")).order_by("-count"):
         entry = health[row["endpoint_id"]]
         code = row["error_code"] + (f" ({row['http_status']})" if row["http_status"] else "")
-        entry["errors"].append({"code": code, "count": row["count"],
-                                "rate": round(100 * row["count"] / entry["calls"], 1)})
+        entry["errors"].append(
+            {"code": code, "count": row["count"], "rate": round(100 * row["count"] / entry["calls"], 1)}
+        )
     for entry in health.values():
         entry["error_rate"] = round(100 * sum(e["count"] for e in entry["errors"]) / entry["calls"], 1)
     answered = rows.filter(status=AIRequest.Status.SUCCESS)
@@ -497,9 +574,11 @@ class _Percentile(Aggregate):
 def _latency_percentiles(rows: QuerySet[AIRequest]) -> list[tuple[Any, Any, Any]]:
     """(endpoint id, p50, p95) in milliseconds: in SQL on PostgreSQL, else read and sorted here."""
     if connection.vendor == "postgresql":
-        found = rows.values("endpoint_id").annotate(
-            p50=_Percentile(F("latency_ms"), fraction=0.5), p95=_Percentile(F("latency_ms"), fraction=0.95)
-        ).order_by()
+        found = (
+            rows.values("endpoint_id")
+            .annotate(p50=_Percentile(F("latency_ms"), fraction=0.5), p95=_Percentile(F("latency_ms"), fraction=0.95))
+            .order_by()
+        )
         return [(r["endpoint_id"], round(r["p50"]), round(r["p95"])) for r in found]
     latencies: dict[Any, list[int]] = {}
     for endpoint_id, latency in rows.values_list("endpoint_id", "latency_ms"):
@@ -512,8 +591,22 @@ def _latency_percentiles(rows: QuerySet[AIRequest]) -> list[tuple[Any, Any, Any]
 
 
 JOURNAL_COLUMNS = [
-    "created_at", "id", "user_id", "username", "endpoint", "source", "task", "model", "status", "error_code",
-    "http_status", "input_tokens", "output_tokens", "cost_usd", "latency_ms", "admission",
+    "created_at",
+    "id",
+    "user_id",
+    "username",
+    "endpoint",
+    "source",
+    "task",
+    "model",
+    "status",
+    "error_code",
+    "http_status",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "latency_ms",
+    "admission",
 ]
 """What the export holds: never captured content, attribution, or anything of an endpoint but its name."""
 
@@ -530,10 +623,26 @@ def journal_csv(start: date, end: date) -> Iterator[str]:
     writer = csv.writer(_Echo())
     yield writer.writerow(JOURNAL_COLUMNS)
     rows = (
-        AIRequest.objects.filter(created_at__gte=since, created_at__lt=until).order_by("created_at", "id")
-        .values_list("created_at", "id", "user_id", "user__username", "endpoint__name", "source", "task", "model",
-                     "status", "error_code", "http_status", "input_tokens", "output_tokens", "cost_usd",
-                     "latency_ms", "admission")
+        AIRequest.objects.filter(created_at__gte=since, created_at__lt=until)
+        .order_by("created_at", "id")
+        .values_list(
+            "created_at",
+            "id",
+            "user_id",
+            "user__username",
+            "endpoint__name",
+            "source",
+            "task",
+            "model",
+            "status",
+            "error_code",
+            "http_status",
+            "input_tokens",
+            "output_tokens",
+            "cost_usd",
+            "latency_ms",
+            "admission",
+        )
     )
     for row in rows.iterator(chunk_size=2000):
         yield writer.writerow([value.isoformat() if isinstance(value, datetime) else value for value in row])

@@ -3,6 +3,7 @@
 Values are read from ``settings.AGENT`` on every access (never at import
 time), so ``override_settings(AGENT={...})`` works in tests.
 """
+
 from __future__ import annotations
 
 from typing import Any, Generic, TypeVar

@@ -1,4 +1,5 @@
 """Cards: a write the model proposed, applied only when its user confirms (SPEC §6)."""
+
 from __future__ import annotations
 
 import logging
@@ -72,8 +73,14 @@ def propose(tool: Tool, ctx: ToolContext, args: dict[str, Any], *, call_id: str,
         logger.exception("agent tool %s: preview failed", tool.name)
         return ToolResult("error", {"error": type(error).__name__})
     card = create_card(
-        ctx.user, ctx.conversation, turn, tool_name=tool.name, call_id=call_id, arguments=args,
-        preview=preview, fingerprint=fingerprint,
+        ctx.user,
+        ctx.conversation,
+        turn,
+        tool_name=tool.name,
+        call_id=call_id,
+        arguments=args,
+        preview=preview,
+        fingerprint=fingerprint,
     )
     return ToolResult(
         "needs_confirmation", {"status": "confirmation_required", "confirmation_id": str(card.pk)}, confirmation=card
@@ -81,15 +88,28 @@ def propose(tool: Tool, ctx: ToolContext, args: dict[str, Any], *, call_id: str,
 
 
 def create_card(
-    user: Any, chat: Conversation, turn: Any, *, tool_name: str, call_id: str,
-    arguments: dict[str, Any], preview: Any, fingerprint: str,
+    user: Any,
+    chat: Conversation,
+    turn: Any,
+    *,
+    tool_name: str,
+    call_id: str,
+    arguments: dict[str, Any],
+    preview: Any,
+    fingerprint: str,
 ) -> Confirmation:
     """A new waiting card (the executor has checked the tool and its arguments)."""
     now = timezone.now()
     return Confirmation.objects.create(
-        user=user, conversation=chat, turn=turn if getattr(turn, "pk", None) else None,
-        tool_name=tool_name, call_id=call_id, arguments=arguments, preview=preview,
-        fingerprint=fingerprint, expires_at=now + timedelta(seconds=agent_settings.CONFIRMATION_TTL_S),
+        user=user,
+        conversation=chat,
+        turn=turn if getattr(turn, "pk", None) else None,
+        tool_name=tool_name,
+        call_id=call_id,
+        arguments=arguments,
+        preview=preview,
+        fingerprint=fingerprint,
+        expires_at=now + timedelta(seconds=agent_settings.CONFIRMATION_TTL_S),
     )
 
 
@@ -126,7 +146,9 @@ def _apply(card: Confirmation, tool: Any, ctx: ToolContext) -> Confirmation:
     """
     with transaction.atomic():
         now = timezone.now()
-        if not Confirmation.objects.filter(pk=card.pk, status=Status.WAITING).update(status=Status.DONE, decided_at=now):
+        if not Confirmation.objects.filter(pk=card.pk, status=Status.WAITING).update(
+            status=Status.DONE, decided_at=now
+        ):
             raise NotWaiting()
         status, outcome = _run_write(card, tool, ctx)
         if status != Status.DONE:
@@ -165,5 +187,6 @@ def _settle(card: Confirmation, status: str, outcome: str) -> Confirmation:
 
 def _outcome_notice(card: Confirmation, status: str) -> None:
     # a deleted chat gets no notice: the card's outcome stays on the card
-    notices.write_unless_gone(card.conversation_id, f"confirmation_{status}", {"tool": card.tool_name},
-                              confirmation=card)
+    notices.write_unless_gone(
+        card.conversation_id, f"confirmation_{status}", {"tool": card.tool_name}, confirmation=card
+    )

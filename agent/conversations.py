@@ -4,6 +4,7 @@ Every public function takes a ``SessionRef`` first and a keyword-only
 ``impersonated`` flag with no default, runs the checks of ``agent.access``,
 and answers "not there" and "not yours" with the same ``NotFound``.
 """
+
 from __future__ import annotations
 
 import base64
@@ -83,7 +84,11 @@ PAGE_SIZE: Any = object()
 
 
 def list_conversations(
-    ref: SessionRef, *, impersonated: bool, archived: bool = False, limit: int = PAGE_SIZE,
+    ref: SessionRef,
+    *,
+    impersonated: bool,
+    archived: bool = False,
+    limit: int = PAGE_SIZE,
     cursor: str | None = None,
 ) -> Page:
     """Active chats (with ``archived=True``, the archived ones), newest ``last_message_at`` first,
@@ -118,9 +123,7 @@ def search_conversations(
 
 def _matching(qs: QuerySet[Conversation], query: str) -> QuerySet[Conversation]:
     """The chats of ``qs`` whose title or a user's or assistant's message matches ``query``."""
-    said = Message.objects.filter(
-        conversation=OuterRef("pk"), role__in=(Message.Role.USER, Message.Role.ASSISTANT)
-    )
+    said = Message.objects.filter(conversation=OuterRef("pk"), role__in=(Message.Role.USER, Message.Role.ASSISTANT))
     if connection.vendor == "postgresql":
         from django.contrib.postgres.search import SearchQuery, SearchVector
 
@@ -553,8 +556,10 @@ def staff_set_status(conversation_ids: Iterable[Any], status: str) -> int:
         raise ValueError(status)
     ids = list(conversation_ids)
     with transaction.atomic():
-        changed = Conversation.objects.filter(pk__in=ids).exclude(status=status).update(
-            status=status, updated_at=timezone.now()
+        changed = (
+            Conversation.objects.filter(pk__in=ids)
+            .exclude(status=status)
+            .update(status=status, updated_at=timezone.now())
         )
         for pk in ids:
             events.conversation_changed(pk)

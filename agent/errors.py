@@ -3,6 +3,7 @@
 Callers map them at the edge, in one place each: HTTP 403/404, a websocket
 ``{"error": code}`` frame, a notice in the chat.
 """
+
 from __future__ import annotations
 
 from typing import Any, ClassVar

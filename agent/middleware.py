@@ -1,7 +1,8 @@
 """A strict Content-Security-Policy for the chat page: no inline script or style."""
+
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 from django.http import HttpRequest, HttpResponse
 

@@ -1,4 +1,5 @@
 """What the system tells the user in a chat (SPEC §7), written in one place."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -64,8 +65,9 @@ def write(conversation_id: Any, code: str, params: dict[str, Any] | None = None,
     )
 
 
-def write_unless_gone(conversation_id: Any, code: str, params: dict[str, Any] | None = None,
-                      **fields: Any) -> Message | None:
+def write_unless_gone(
+    conversation_id: Any, code: str, params: dict[str, Any] | None = None, **fields: Any
+) -> Message | None:
     """``write``, or nothing when the chat was deleted; the caller's transaction goes on either way."""
     try:
         with transaction.atomic():
@@ -92,5 +94,3 @@ def text(code: str, params: dict[str, Any] | None = None) -> str:
         return str(template) % params
     except (KeyError, TypeError, ValueError):
         return str(template)
-
-

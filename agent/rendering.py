@@ -6,6 +6,7 @@ leak the reader's IP and break the page's Content-Security-Policy). Tables
 render; fenced code is highlighted here by Pygments into CSS classes (never
 inline styles, which the strict CSP would block).
 """
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """Life cycle (SPEC §11): chats past their retention, and soft-deleted chats, are purged."""
+
 from __future__ import annotations
 
 from datetime import timedelta

@@ -1,4 +1,5 @@
 """Websocket routes; a site wraps them in its ASGI application as the README shows."""
+
 from django.urls import path
 
 from .consumers import AgentConsumer

@@ -1,4 +1,5 @@
 """Celery tasks: thin wrappers around the parts. Their names are API."""
+
 from __future__ import annotations
 
 from celery import shared_task

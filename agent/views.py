@@ -1,4 +1,5 @@
 """The chat page and its small JSON API: every view calls a part's public function."""
+
 from __future__ import annotations
 
 import json
@@ -168,14 +169,19 @@ def language(request: HttpRequest) -> HttpResponse:
     if request.user.is_authenticated and not is_impersonated(request):
         UserSettings.objects.update_or_create(user=request.user, defaults={"language": code})
     next_url = request.POST.get("next") or request.headers.get("referer")
-    if not url_has_allowed_host_and_scheme(next_url, allowed_hosts={request.get_host()},
-                                           require_https=request.is_secure()):
+    if not url_has_allowed_host_and_scheme(
+        next_url, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
         next_url = reverse("agent:chat")
     response = HttpResponseRedirect(translate_url(next_url, code))
     response.set_cookie(
-        settings.LANGUAGE_COOKIE_NAME, code, max_age=settings.LANGUAGE_COOKIE_AGE,
-        path=settings.LANGUAGE_COOKIE_PATH, domain=settings.LANGUAGE_COOKIE_DOMAIN,
-        secure=settings.LANGUAGE_COOKIE_SECURE, httponly=settings.LANGUAGE_COOKIE_HTTPONLY,
+        settings.LANGUAGE_COOKIE_NAME,
+        code,
+        max_age=settings.LANGUAGE_COOKIE_AGE,
+        path=settings.LANGUAGE_COOKIE_PATH,
+        domain=settings.LANGUAGE_COOKIE_DOMAIN,
+        secure=settings.LANGUAGE_COOKIE_SECURE,
+        httponly=settings.LANGUAGE_COOKIE_HTTPONLY,
         samesite=settings.LANGUAGE_COOKIE_SAMESITE,
     )
     return response
@@ -184,11 +190,20 @@ def language(request: HttpRequest) -> HttpResponse:
 def _page_urls() -> dict[str, str]:
     """The URLs the page's script calls, with ``PLACEHOLDER_ID`` where an id goes."""
     with_id = {
-        "detail": "conversation_detail", "rename": "conversation_rename", "archive": "conversation_archive",
+        "detail": "conversation_detail",
+        "rename": "conversation_rename",
+        "archive": "conversation_archive",
         "restore": "conversation_restore",
-        "delete": "conversation_delete", "messages": "message_list", "send": "turn_start", "stop": "turn_stop",
-        "confirm": "confirmation_confirm", "cancel": "confirmation_cancel", "open": "chat_open",
-        "files": "attachment_list", "upload": "attachment_upload", "unattach": "attachment_remove",
+        "delete": "conversation_delete",
+        "messages": "message_list",
+        "send": "turn_start",
+        "stop": "turn_stop",
+        "confirm": "confirmation_confirm",
+        "cancel": "confirmation_cancel",
+        "open": "chat_open",
+        "files": "attachment_list",
+        "upload": "attachment_upload",
+        "unattach": "attachment_remove",
         "file": "attachment_file",
     }
     urls = {key: reverse(f"agent:{name}", args=[PLACEHOLDER_ID]) for key, name in with_id.items()}
@@ -287,9 +302,13 @@ def conversation_delete(
 @api
 def message_list(request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str) -> dict[str, Any]:
     messages = conversations.list_messages(
-        ref, conversation_id, impersonated=impersonated,
-        after=request.GET.get("after"), before=request.GET.get("before"),
-        latest=request.GET.get("latest") in ("1", "true"), **_limit(request.GET.get("limit")),
+        ref,
+        conversation_id,
+        impersonated=impersonated,
+        after=request.GET.get("after"),
+        before=request.GET.get("before"),
+        latest=request.GET.get("latest") in ("1", "true"),
+        **_limit(request.GET.get("limit")),
     )
     return {"messages": [page_view(m) for m in messages]}
 
@@ -298,8 +317,14 @@ def message_list(request: HttpRequest, ref: SessionRef, impersonated: bool, conv
 @api
 def turn_start(request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str) -> dict[str, Any]:
     body = _body(request)
-    turn = turns.start(ref, conversation_id, body.get("text"), attachment_ids=body.get("attachment_ids") or (),
-                       impersonated=impersonated, language=get_language())
+    turn = turns.start(
+        ref,
+        conversation_id,
+        body.get("text"),
+        attachment_ids=body.get("attachment_ids") or (),
+        impersonated=impersonated,
+        language=get_language(),
+    )
     return {"turn": {"id": str(turn.pk), "status": turn.status}}
 
 

@@ -1,4 +1,5 @@
 """The host site's Celery app: ``celery -A agent_project worker``."""
+
 import os
 
 from celery import Celery

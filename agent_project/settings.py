@@ -5,6 +5,7 @@ channel layer and Celery's in-memory broker (the demo runs a worker in its own
 process). Production switches by environment variables alone:
 ``DATABASE_URL``, ``REDIS_URL`` (channel layer) and ``CELERY_BROKER_URL``.
 """
+
 from pathlib import Path
 
 import environ
@@ -71,9 +72,7 @@ ASGI_APPLICATION = "agent_project.asgi.application"
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Turn workers and the web share the file: wait for a lock instead of failing.
-    DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {"timeout": 20, "transaction_mode": "IMMEDIATE"}
-    )
+    DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 20, "transaction_mode": "IMMEDIATE"})
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env.str("REDIS_URL", default="")

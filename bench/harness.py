@@ -3,6 +3,7 @@
 The scripts run against a dedicated PostgreSQL database and Redis db so they
 never collide with test runs; each default can be overridden from the shell.
 """
+
 from __future__ import annotations
 
 import math
@@ -63,8 +64,15 @@ def login(user: Any) -> Any:
     return SessionRef(session_key=client.session.session_key, user_id=user.pk)
 
 
-def fill_messages(conversation_id: Any, count: int, *, start_seq: int = 1, chars: int = 200,
-                  chunk: int = 100_000, progress: bool = False) -> None:
+def fill_messages(
+    conversation_id: Any,
+    count: int,
+    *,
+    start_seq: int = 1,
+    chars: int = 200,
+    chunk: int = 100_000,
+    progress: bool = False,
+) -> None:
     """Append ``count`` user/assistant messages to a chat by ``INSERT ... SELECT generate_series``.
 
     Keeps ``(conversation, seq)`` dense and unique from ``start_seq`` on, and
@@ -122,7 +130,7 @@ def insert_series(model: Any, overrides: dict[str, tuple[str, list[Any]]], low: 
         exprs.append(expr)
         params.extend(field_params)
     sql = (
-        f'INSERT INTO {model._meta.db_table} ({", ".join(columns)}) '
+        f"INSERT INTO {model._meta.db_table} ({', '.join(columns)}) "
         f"SELECT {', '.join(exprs)} FROM generate_series(%s::bigint, %s::bigint) AS g"
     )
     with transaction.atomic(), connection.cursor() as cursor:

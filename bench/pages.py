@@ -4,6 +4,7 @@
 Run: ``.venv/bin/python bench/pages.py`` (``--runs N`` timed calls per page).
 The first run fills the data by SQL (a minute or two); later runs reuse it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,7 +55,8 @@ def prepare() -> tuple[Any, Any]:
             "created_at": ("now() - make_interval(days => 30)", []),
             "updated_at": ("now()", []),
         },
-        1, CHATS - 1,
+        1,
+        CHATS - 1,
     )
     with connection.cursor() as cursor:
         cursor.execute(f"ANALYZE {Message._meta.db_table}")
@@ -151,8 +153,10 @@ def server_time(sql: str, params: Any, repeat: int = 20) -> tuple[float, str]:
 def report(title: str, results: dict[str, PageStats]) -> bool:
     first = harness.median(next(iter(results.values())).call)
     print(f"\n{title}")
-    head = (f"{'page':<28}{'rows':>5}{'SQLs':>5}{'call p50':>10}{'call p95':>10}{'main p50':>10}{'main p95':>10}"
-            f"{'server':>8}{'all SQL':>9}{'ratio':>7}  {'≤2×':<4}{'<5ms':<5}{'SQL≤2':<6}{'p95≤20':<6}")
+    head = (
+        f"{'page':<28}{'rows':>5}{'SQLs':>5}{'call p50':>10}{'call p95':>10}{'main p50':>10}{'main p95':>10}"
+        f"{'server':>8}{'all SQL':>9}{'ratio':>7}  {'≤2×':<4}{'<5ms':<5}{'SQL≤2':<6}{'p95≤20':<6}"
+    )
     print(head)
     print("-" * len(head))
     all_ok = True
@@ -191,10 +195,12 @@ def main() -> None:
     ref = harness.login(user)
     middle = message_at(big, MESSAGES // 2)
     cursors = chat_cursors(ref)
-    print(f"{connection.vendor} {getattr(connection, 'pg_version', '?')}; "
-          f"{args.runs} timed calls per page after {args.warmup} warm-up; "
-          "times in ms; 'main' = the page's own SELECT timed at the client (round trip included), "
-          "'server' = its EXPLAIN ANALYZE execution time")
+    print(
+        f"{connection.vendor} {getattr(connection, 'pg_version', '?')}; "
+        f"{args.runs} timed calls per page after {args.warmup} warm-up; "
+        "times in ms; 'main' = the page's own SELECT timed at the client (round trip included), "
+        "'server' = its EXPLAIN ANALYZE execution time"
+    )
 
     def messages(**kwargs: Any) -> Callable[[], int]:
         return lambda: len(list_messages(ref, big.pk, impersonated=False, **kwargs))
@@ -225,9 +231,11 @@ def main() -> None:
         f"list_conversations, {CHATS:,} chats of one user, limit 20",
         measure(chat_cases, args.runs, args.warmup),
     )
-    print(f"\ntargets (each page ≤ 2× the first, median < 5 ms, main SQL p95 ≤ 2 ms, call p95 ≤ 20 ms): "
-          f"list_messages {'met' if ok_messages else 'NOT met'}, list_conversations {'met' if ok_chats else 'NOT met'}"
-          f"  (measured in {time.monotonic() - began:.0f} s)")
+    print(
+        f"\ntargets (each page ≤ 2× the first, median < 5 ms, main SQL p95 ≤ 2 ms, call p95 ≤ 20 ms): "
+        f"list_messages {'met' if ok_messages else 'NOT met'}, list_conversations {'met' if ok_chats else 'NOT met'}"
+        f"  (measured in {time.monotonic() - began:.0f} s)"
+    )
 
 
 if __name__ == "__main__":

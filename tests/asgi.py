@@ -1,4 +1,5 @@
 """The test site's ASGI app, wired as the README tells a site to: Django set up first, then Channels."""
+
 import os
 
 from django.core.asgi import get_asgi_application

@@ -1,4 +1,5 @@
 """The test site's Celery app: ``celery -A tests.celery_app worker`` runs turns on this run's queue."""
+
 import os
 
 from celery import Celery

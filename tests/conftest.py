@@ -1,4 +1,5 @@
 """Shared fixtures: users with live sessions, chats, and a scripted model server."""
+
 from __future__ import annotations
 
 from typing import Any, Callable, Iterator
@@ -94,8 +95,13 @@ def model_server() -> Any:
 def endpoint(db: Any, model_server: ScriptedModelServer) -> Endpoint:
     """The site's default endpoint, pointed at the scripted server."""
     row = Endpoint.objects.create(
-        name="scripted", base_url=model_server.base_url, api_key="sk-test-secret", model="scripted-model",
-        input_price_per_mtok=2, output_price_per_mtok=8, timeout_s=5,
+        name="scripted",
+        base_url=model_server.base_url,
+        api_key="sk-test-secret",
+        model="scripted-model",
+        input_price_per_mtok=2,
+        output_price_per_mtok=8,
+        timeout_s=5,
     )
     settings_row = AgentSettings.current()
     settings_row.default_endpoint = row

@@ -5,6 +5,7 @@ Each request to ``/v1/chat/completions`` takes the next scripted reply:
 ``error(500)``, each with an optional ``delay`` in seconds. The bodies it
 received are kept in ``requests``.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,10 +26,13 @@ def tool_calls(*calls: tuple[str, Any] | tuple[str, Any, str], content: str = ""
     for call in calls:
         name, args = call[0], call[1]
         call_id = call[2] if len(call) > 2 else f"call_{uuid.uuid4().hex[:8]}"
-        built.append({
-            "id": call_id, "type": "function",
-            "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)},
-        })
+        built.append(
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)},
+            }
+        )
     return {"content": content, "tool_calls": built, "delay": delay}
 
 
@@ -98,8 +102,12 @@ class ScriptedModelServer:
             message["tool_calls"] = reply["tool_calls"]
         usage = reply.get("usage") or {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
         return {
-            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion", "created": int(time.time()),
+            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
             "model": body.get("model", "scripted-model"),
-            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if reply.get("tool_calls") else "stop"}],
+            "choices": [
+                {"index": 0, "message": message, "finish_reason": "tool_calls" if reply.get("tool_calls") else "stop"}
+            ],
             "usage": usage,
         }

@@ -4,6 +4,7 @@ Standalone (it does not import the demo site's settings), so the tests see the
 app as any host site would. Two suites can run side by side with their own
 ``DATABASE_URL``, ``REDIS_URL``, ``CELERY_BROKER_URL`` and ``AGENT_TEST_QUEUE``.
 """
+
 import os
 
 import environ

@@ -1,4 +1,5 @@
 """Staff pages: for agent.manage_agent holders, and never a secret or a tool's data."""
+
 import pytest
 from django.test import Client
 from django.urls import reverse
@@ -9,8 +10,16 @@ from agent.models import AIRequest, Conversation, Endpoint, Message, Turn
 from .conftest import grant
 from .factories import ConversationFactory, UserFactory
 
-MODELS = ["endpoint", "agentsettings", "usersettings", "conversation", "turn", "confirmation", "airequest",
-          "offpurposeflag"]
+MODELS = [
+    "endpoint",
+    "agentsettings",
+    "usersettings",
+    "conversation",
+    "turn",
+    "confirmation",
+    "airequest",
+    "offpurposeflag",
+]
 
 
 @pytest.fixture
@@ -25,8 +34,14 @@ def staff(db):
 def chat(db):
     chat = ConversationFactory()
     append_message(chat.pk, role=Message.Role.USER, content="my secret plans")
-    append_message(chat.pk, role=Message.Role.TOOL, tool_name="notes_read", tool_outcome="ok",
-                   tool_result={"body": "customer data 4242"}, tool_calls=None)
+    append_message(
+        chat.pk,
+        role=Message.Role.TOOL,
+        tool_name="notes_read",
+        tool_outcome="ok",
+        tool_result={"body": "customer data 4242"},
+        tool_calls=None,
+    )
     return chat
 
 
@@ -56,7 +71,9 @@ def test_chat_page_shows_text_but_never_tool_results_with_view_chat_content(db, 
 
 
 def test_api_key_is_masked_in_the_list_and_never_rendered_in_the_form(staff):
-    endpoint = Endpoint.objects.create(name="e", base_url="http://localhost:8080/v1", model="m", api_key="sk-live-abcdefgh1234")
+    endpoint = Endpoint.objects.create(
+        name="e", base_url="http://localhost:8080/v1", model="m", api_key="sk-live-abcdefgh1234"
+    )
     listing = staff.get(reverse("admin:agent_endpoint_changelist")).content.decode()
     form = staff.get(reverse("admin:agent_endpoint_change", args=[endpoint.pk])).content.decode()
     assert "sk-live-abcdefgh1234" not in listing and "••••1234" in listing
@@ -65,9 +82,18 @@ def test_api_key_is_masked_in_the_list_and_never_rendered_in_the_form(staff):
 
 def test_saving_the_endpoint_form_without_a_key_keeps_the_key(staff):
     endpoint = Endpoint.objects.create(name="e", base_url="http://localhost:8080/v1", model="m", api_key="sk-keep-me")
-    data = {"name": "e", "base_url": "http://localhost:8080/v1", "api_key": "", "api_key_env": "", "model": "m2",
-            "input_price_per_mtok": "0", "output_price_per_mtok": "0", "timeout_s": "60", "enabled": "on",
-            "supports_tools": "on"}
+    data = {
+        "name": "e",
+        "base_url": "http://localhost:8080/v1",
+        "api_key": "",
+        "api_key_env": "",
+        "model": "m2",
+        "input_price_per_mtok": "0",
+        "output_price_per_mtok": "0",
+        "timeout_s": "60",
+        "enabled": "on",
+        "supports_tools": "on",
+    }
     response = staff.post(reverse("admin:agent_endpoint_change", args=[endpoint.pk]), data)
     assert response.status_code == 302
     endpoint.refresh_from_db()
@@ -75,15 +101,27 @@ def test_saving_the_endpoint_form_without_a_key_keeps_the_key(staff):
 
 
 def test_turn_page_never_shows_the_session_key(staff, chat):
-    turn = Turn.objects.create(conversation=chat, user=chat.user, language="en", text="hi",
-                               session_key="sessionkey-should-not-show", deadline_at=chat.created_at)
+    turn = Turn.objects.create(
+        conversation=chat,
+        user=chat.user,
+        language="en",
+        text="hi",
+        session_key="sessionkey-should-not-show",
+        deadline_at=chat.created_at,
+    )
     page = staff.get(reverse("admin:agent_turn_change", args=[turn.pk])).content.decode()
     assert "sessionkey-should-not-show" not in page
 
 
 def test_stop_action_marks_live_turns(staff, chat):
-    turn = Turn.objects.create(conversation=chat, user=chat.user, language="en", text="hi",
-                               deadline_at=chat.created_at, status=Turn.Status.RUNNING)
+    turn = Turn.objects.create(
+        conversation=chat,
+        user=chat.user,
+        language="en",
+        text="hi",
+        deadline_at=chat.created_at,
+        status=Turn.Status.RUNNING,
+    )
     staff.post(reverse("admin:agent_turn_changelist"), {"action": "stop", "_selected_action": [str(turn.pk)]})
     turn.refresh_from_db()
     assert turn.stop_requested_at is not None
@@ -98,7 +136,9 @@ def test_chat_actions_change_the_status(staff, chat, action, status):
 
 def test_restore_brings_a_deleted_chat_back(staff, chat):
     Conversation.objects.filter(pk=chat.pk).update(status="deleted")
-    staff.post(reverse("admin:agent_conversation_changelist"), {"action": "restore", "_selected_action": [str(chat.pk)]})
+    staff.post(
+        reverse("admin:agent_conversation_changelist"), {"action": "restore", "_selected_action": [str(chat.pk)]}
+    )
     chat.refresh_from_db()
     assert chat.status == "active"
 
@@ -112,12 +152,13 @@ def test_journal_shows_cost_totals_by_user_and_day(staff, chat):
     assert "Cost by user and day" in response.content.decode()
 
 
-
-
 def test_the_endpoint_test_call_reports_its_answer_time_and_journals_it(staff, endpoint, model_server):
     model_server.push({"content": "ok"})
-    response = staff.post(reverse("admin:agent_endpoint_changelist"),
-                          {"action": "test_call", "_selected_action": [str(endpoint.pk)]}, follow=True)
+    response = staff.post(
+        reverse("admin:agent_endpoint_changelist"),
+        {"action": "test_call", "_selected_action": [str(endpoint.pk)]},
+        follow=True,
+    )
     assert "answered in" in response.content.decode()
     assert model_server.requests[0]["messages"] == [{"role": "user", "content": "Reply with: ok"}]
     assert AIRequest.objects.get().task == "agent.endpoint_test"
@@ -125,8 +166,11 @@ def test_the_endpoint_test_call_reports_its_answer_time_and_journals_it(staff, e
 
 def test_the_endpoint_test_call_names_the_failure_without_provider_text(staff, endpoint, model_server):
     model_server.push({"status": 401, "delay": 0, "message": "provider secret text"})
-    response = staff.post(reverse("admin:agent_endpoint_changelist"),
-                          {"action": "test_call", "_selected_action": [str(endpoint.pk)]}, follow=True)
+    response = staff.post(
+        reverse("admin:agent_endpoint_changelist"),
+        {"action": "test_call", "_selected_action": [str(endpoint.pk)]},
+        follow=True,
+    )
     page = response.content.decode()
     assert "failed (invalid_api_key)" in page and "provider secret text" not in page
 
@@ -135,18 +179,30 @@ def test_a_cards_page_never_shows_its_arguments_or_preview(staff, chat):
     from agent.models import Confirmation
 
     card = Confirmation.objects.create(
-        user=chat.user, conversation=chat, tool_name="notes_create", call_id="c1",
-        arguments={"title": "ARGUMENT-4242"}, preview={"title": "PREVIEW-4242"}, fingerprint="FP-4242",
+        user=chat.user,
+        conversation=chat,
+        tool_name="notes_create",
+        call_id="c1",
+        arguments={"title": "ARGUMENT-4242"},
+        preview={"title": "PREVIEW-4242"},
+        fingerprint="FP-4242",
         expires_at="2099-01-01T00:00:00Z",
     )
-    for url in (reverse("admin:agent_confirmation_changelist"),
-                reverse("admin:agent_confirmation_change", args=[card.pk])):
+    for url in (
+        reverse("admin:agent_confirmation_changelist"),
+        reverse("admin:agent_confirmation_change", args=[card.pk]),
+    ):
         page = staff.get(url).content.decode()
         assert "ARGUMENT-4242" not in page and "PREVIEW-4242" not in page and "FP-4242" not in page
 
 
 def test_a_journal_row_never_shows_its_captured_content(staff, chat):
-    row = AIRequest.objects.create(user=chat.user, source="agent", task="agent.chat", status="success",
-                                   captured={"messages": [{"role": "user", "content": "CAPTURED-4242"}]})
+    row = AIRequest.objects.create(
+        user=chat.user,
+        source="agent",
+        task="agent.chat",
+        status="success",
+        captured={"messages": [{"role": "user", "content": "CAPTURED-4242"}]},
+    )
     for url in (reverse("admin:agent_airequest_changelist"), reverse("admin:agent_airequest_change", args=[row.pk])):
         assert "CAPTURED-4242" not in staff.get(url).content.decode()

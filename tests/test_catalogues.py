@@ -1,4 +1,5 @@
 """The ru and et catalogues are complete, and the compiled ones are in use (SPEC §12)."""
+
 import re
 from pathlib import Path
 

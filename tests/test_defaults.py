@@ -1,4 +1,5 @@
 """The defaults of SPEC §13, and the beat schedule a site copies from the docs."""
+
 import pytest
 from django.test import override_settings
 

@@ -1,4 +1,5 @@
 """Life cycle (SPEC §11) and the tasks' stable names."""
+
 from datetime import timedelta
 
 import pytest

@@ -1,4 +1,5 @@
 """Model calls through the official ``openai`` client (SPEC §8)."""
+
 from .client import AIError, Completion, ToolCall, complete, effective_endpoint
 from .endpoints import Choice, effective
 

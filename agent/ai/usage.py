@@ -1,4 +1,5 @@
 """Usage sinks: each journal row, handed synchronously to every sink, each isolated."""
+
 from __future__ import annotations
 
 import contextlib

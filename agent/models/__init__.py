@@ -1,4 +1,5 @@
 """Schema only: the rules live in the parts that use these models."""
+
 from .ai import AIRequest, Endpoint, OffPurposeFlag
 from .attachments import Attachment
 from .confirmations import Confirmation
@@ -7,6 +8,15 @@ from .settings import AgentSettings, UserSettings
 from .turns import Lock, Turn
 
 __all__ = [
-    "AIRequest", "AgentSettings", "Attachment", "Confirmation", "Conversation", "Endpoint", "Lock",
-    "Message", "OffPurposeFlag", "Turn", "UserSettings",
+    "AIRequest",
+    "AgentSettings",
+    "Attachment",
+    "Confirmation",
+    "Conversation",
+    "Endpoint",
+    "Lock",
+    "Message",
+    "OffPurposeFlag",
+    "Turn",
+    "UserSettings",
 ]

@@ -13,7 +13,10 @@ class Endpoint(models.Model):
     base_url = models.URLField(_("base URL"), max_length=500, help_text=_("For example https://api.openai.com/v1"))
     api_key = models.CharField(_("API key"), max_length=500, blank=True)
     api_key_env = models.CharField(
-        _("API key variable"), max_length=100, blank=True, help_text=_("Name of an environment variable holding the key.")
+        _("API key variable"),
+        max_length=100,
+        blank=True,
+        help_text=_("Name of an environment variable holding the key."),
     )
     model = models.CharField(_("model"), max_length=200)
     supports_images = models.BooleanField(default=False)

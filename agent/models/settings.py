@@ -21,14 +21,22 @@ class AgentSettings(models.Model):
     )
     system_prompt = models.TextField(_("site instructions"), blank=True)
     daily_cost_per_user = models.DecimalField(
-        max_digits=12, decimal_places=4, null=True, blank=True, validators=[MinValueValidator(Decimal(0))],
+        max_digits=12,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal(0))],
         help_text=_("USD per user per 24 hours; empty uses the setting, 0 means no cap."),
     )
     daily_turns_per_user = models.PositiveIntegerField(
         null=True, blank=True, help_text=_("Turns per user per 24 hours; empty uses the setting, 0 means no cap.")
     )
     daily_cost_site = models.DecimalField(
-        max_digits=12, decimal_places=4, null=True, blank=True, validators=[MinValueValidator(Decimal(0))],
+        max_digits=12,
+        decimal_places=4,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal(0))],
         help_text=_("USD for the whole site per 24 hours; empty uses the setting, 0 means no cap."),
     )
     updated_at = models.DateTimeField(auto_now=True)

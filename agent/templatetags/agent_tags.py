@@ -1,4 +1,5 @@
 """Template tags for a host site's own pages, such as its login page."""
+
 from __future__ import annotations
 
 from typing import Any

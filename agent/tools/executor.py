@@ -1,4 +1,5 @@
 """Run a tool as the session's user: reads run, writes become cards (SPEC §5)."""
+
 from __future__ import annotations
 
 import logging
@@ -13,6 +14,7 @@ from ..conf import agent_settings
 from .registry import Tool, ToolContext, ToolResult, registry
 
 logger = logging.getLogger(__name__)
+
 
 def visible_for(scope: Scope, allow: Collection[str] | Literal["all"] = "all") -> list[Tool]:
     """The tools this session may use now: reads it holds the permission for,
@@ -46,7 +48,9 @@ def execute_as(
     if tool is None:
         return ToolResult("denied", {"error": "not_available", "message": _("This tool is not available.")})
     if not isinstance(args, dict):
-        return ToolResult("invalid_arguments", {"error": "invalid_arguments", "details": ["arguments must be an object"]})
+        return ToolResult(
+            "invalid_arguments", {"error": "invalid_arguments", "details": ["arguments must be an object"]}
+        )
     problems = sorted(tool.validator.iter_errors(args), key=lambda e: list(e.path))
     if problems:
         details = [f"{'/'.join(map(str, e.path)) or '(root)'}: {e.message}" for e in problems[:5]]

@@ -2,6 +2,7 @@
 caller of a tool keeps: what a tool is given (``ToolContext``), who may apply a write, and the
 digest a card compares at the click. The executor and the cards both build on this module.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -153,8 +154,19 @@ def agent_tool(
         schema = dict(EMPTY_OBJECT) if parameters is None else parameters
         _validate_declaration(name, kind, description, schema, module, preview)
         _validate_words(name, title, labels)
-        tool = Tool(name, kind, description.strip(), func, schema, permission, module, preview, fingerprint,
-                    title, dict(labels or {}))
+        tool = Tool(
+            name,
+            kind,
+            description.strip(),
+            func,
+            schema,
+            permission,
+            module,
+            preview,
+            fingerprint,
+            title,
+            dict(labels or {}),
+        )
         registry.register(tool)
         func.agent_tool = tool  # type: ignore[attr-defined]
         return func
@@ -162,9 +174,7 @@ def agent_tool(
     return declare
 
 
-def _validate_declaration(
-    name: Any, kind: Any, description: Any, schema: Any, module: Any, preview: Any
-) -> None:
+def _validate_declaration(name: Any, kind: Any, description: Any, schema: Any, module: Any, preview: Any) -> None:
     where = f"agent tool {name!r}"
     if not isinstance(name, str) or not NAME_PATTERN.match(name):
         raise ImproperlyConfigured(f"{where}: the name must match {NAME_PATTERN.pattern}.")

@@ -1,4 +1,5 @@
 """Turns: start one, stop one (SPEC §3). The rounds are ``agent.turns.runner``'s."""
+
 from __future__ import annotations
 
 import uuid
@@ -49,11 +50,19 @@ def start(
         if slot is None:
             raise limits.explained(TooManyTurns(), scope.user)
         turn = Turn.objects.create(
-            id=turn_id, conversation=conversation, user=scope.user,
+            id=turn_id,
+            conversation=conversation,
+            user=scope.user,
             language=language_for(scope.user_settings, language or get_language()),
-            endpoint=endpoint, endpoint_source=choice.source, endpoint_reason=choice.reason,
-            text=text, attachment_ids=[str(f.pk) for f in files], session_key=ref.session_key, user_slot=slot,
-            admission=admission, deadline_at=timezone.now() + timedelta(seconds=agent_settings.TURN_DEADLINE_S),
+            endpoint=endpoint,
+            endpoint_source=choice.source,
+            endpoint_reason=choice.reason,
+            text=text,
+            attachment_ids=[str(f.pk) for f in files],
+            session_key=ref.session_key,
+            user_slot=slot,
+            admission=admission,
+            deadline_at=timezone.now() + timedelta(seconds=agent_settings.TURN_DEADLINE_S),
         )
         events.turn_changed(conversation.pk, turn.pk, Turn.Status.QUEUED)
         transaction.on_commit(lambda: monitor.queue(turn))

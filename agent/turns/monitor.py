@@ -1,4 +1,5 @@
 """How a turn ends (SPEC §3.4): one function for every way, and the sweep for dead workers."""
+
 from __future__ import annotations
 
 import logging
@@ -90,4 +91,3 @@ def _requeue_stale(now: Any) -> None:
             end_turn(turn, Status.INTERRUPTED, reason="never_ran")
         else:
             queue(turn)
-

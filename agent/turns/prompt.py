@@ -1,4 +1,5 @@
 """The system prompt of a turn, in the user's language (SPEC §3.5)."""
+
 from __future__ import annotations
 
 from typing import Any

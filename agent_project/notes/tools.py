@@ -1,4 +1,5 @@
 """The demo's tools: the assistant searches and reads a user's notes, and proposes changes."""
+
 from __future__ import annotations
 
 import hashlib

@@ -1,4 +1,5 @@
 """``agent.ai.complete`` through the real ``openai`` client against the scripted server (SPEC §8.1, §8.2)."""
+
 from __future__ import annotations
 
 import socket
@@ -57,8 +58,9 @@ def test_success_writes_one_journal_row_before_returning(endpoint, model_server,
 
 
 def test_provider_reported_cost_wins_over_prices(endpoint, model_server, user):
-    model_server.push(answer("hi", usage={"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120,
-                                          "cost": 0.125}))
+    model_server.push(
+        answer("hi", usage={"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120, "cost": 0.125})
+    )
 
     completion = call(endpoint, user)
 
@@ -121,8 +123,11 @@ def test_closed_port_is_connection_error(endpoint, user):
     "raw",
     [
         {"choices": []},
-        {"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant",
-                                                                                    "content": {"a": 1}}}]},
+        {
+            "id": "x",
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": {"a": 1}}}],
+        },
         b"<html>" + PROVIDER_TEXT.encode() + b"</html>",
     ],
     ids=["no-choices", "content-not-text", "not-json"],
@@ -182,12 +187,25 @@ def test_without_retries_a_500_is_one_request(endpoint, model_server, user):
 
 
 def test_messages_and_tools_are_sent_as_given(endpoint, model_server, user):
-    tools = [{"type": "function", "function": {"name": "notes_search", "description": "Search notes.",
-                                               "parameters": {"type": "object", "properties": {}}}}]
-    messages = [*MESSAGES, {"role": "assistant", "content": None,
-                            "tool_calls": [{"id": "c1", "type": "function",
-                                            "function": {"name": "notes_search", "arguments": "{}"}}]},
-                {"role": "tool", "tool_call_id": "c1", "content": "{\"notes\": []}"}]
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "notes_search",
+                "description": "Search notes.",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        }
+    ]
+    messages = [
+        *MESSAGES,
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "notes_search", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": '{"notes": []}'},
+    ]
 
     call(endpoint, user, messages=messages, tools=tools)
 

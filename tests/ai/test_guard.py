@@ -1,4 +1,5 @@
 """The guard: rolling 24-hour caps and the off-purpose block (SPEC §8.3)."""
+
 from __future__ import annotations
 
 import uuid
@@ -28,8 +29,14 @@ def spend(user: Any, cost: float, *, hours_ago: float = 0) -> AIRequest:
 
 
 def turn_of(user: Any, *, hours_ago: float = 0) -> Turn:
-    turn = Turn.objects.create(conversation=ConversationFactory(user=user), user=user, language="en", text="t",
-                               status=Turn.Status.FINISHED, deadline_at=timezone.now())
+    turn = Turn.objects.create(
+        conversation=ConversationFactory(user=user),
+        user=user,
+        language="en",
+        text="t",
+        status=Turn.Status.FINISHED,
+        deadline_at=timezone.now(),
+    )
     if hours_ago:
         Turn.objects.filter(pk=turn.pk).update(created_at=timezone.now() - timedelta(hours=hours_ago))
     return turn
@@ -212,11 +219,19 @@ def test_complete_with_an_admission_rechecks_the_caps_before_calling(endpoint, m
         spend(user, 1)
 
         with pytest.raises(AIError) as raised:
-            complete(endpoint, [{"role": "user", "content": "hi"}], user=user, source="agent", task="agent.chat",
-                     admission=admission)
+            complete(
+                endpoint,
+                [{"role": "user", "content": "hi"}],
+                user=user,
+                source="agent",
+                task="agent.chat",
+                admission=admission,
+            )
 
-    assert (raised.value.code, raised.value.params()) == ("budget_exceeded",
-                                                          {"code": "budget_exceeded", "limit": "cost_per_user"})
+    assert (raised.value.code, raised.value.params()) == (
+        "budget_exceeded",
+        {"code": "budget_exceeded", "limit": "cost_per_user"},
+    )
     assert model_server.requests == []
     assert AIRequest.objects.filter(status=AIRequest.Status.REFUSED, admission=admission).count() == 1
 
@@ -224,7 +239,13 @@ def test_complete_with_an_admission_rechecks_the_caps_before_calling(endpoint, m
 def test_complete_with_an_admission_under_the_caps_calls_the_model(endpoint, model_server, user):
     with agent(DAILY_COST_PER_USER=1):
         admission = guard.admit(user, "agent.chat")
-        complete(endpoint, [{"role": "user", "content": "hi"}], user=user, source="agent", task="agent.chat",
-                 admission=admission)
+        complete(
+            endpoint,
+            [{"role": "user", "content": "hi"}],
+            user=user,
+            source="agent",
+            task="agent.chat",
+            admission=admission,
+        )
 
     assert len(model_server.requests) == 1

@@ -1,4 +1,5 @@
 """Usage sinks and the agent's own sink, ``link_to_message`` (SPEC §8.2)."""
+
 from __future__ import annotations
 
 import logging
@@ -37,12 +38,14 @@ def received() -> Any:
 
 
 def call(endpoint: Any, user: Any, **kwargs: Any) -> Any:
-    return complete(endpoint, [{"role": "user", "content": "hi"}], user=user, source="agent", task="agent.chat",
-                    **kwargs)
+    return complete(
+        endpoint, [{"role": "user", "content": "hi"}], user=user, source="agent", task="agent.chat", **kwargs
+    )
 
 
-def test_every_sink_gets_the_row_and_a_broken_one_does_not_break_the_call(endpoint, model_server, user,
-                                                                           received, caplog):
+def test_every_sink_gets_the_row_and_a_broken_one_does_not_break_the_call(
+    endpoint, model_server, user, received, caplog
+):
     caplog.set_level(logging.ERROR, logger="agent.ai.usage")
 
     completion = call(endpoint, user)

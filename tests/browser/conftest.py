@@ -5,6 +5,7 @@ Celery worker runs turns in this process (threads pool, this run's queue),
 and the scripted model server answers. Everything is module-scoped except the
 browser context, so a test costs about a turn, not a start-up.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,8 +23,12 @@ from django.db import connection
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
 ]
 
 
@@ -51,7 +56,10 @@ class AsgiServer:
         log = open(ARTIFACTS / "daphne.log", "ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "tests.browser.asgi:application"],
-            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         log.close()
         deadline = time.monotonic() + 30
@@ -86,8 +94,14 @@ def turn_worker(django_db_setup: Any) -> Iterator[Any]:
 
     from tests.celery_app import app
 
-    with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False,
-                      queues=[settings.CELERY_TASK_DEFAULT_QUEUE], loglevel="WARNING") as worker:
+    with start_worker(
+        app,
+        pool="threads",
+        concurrency=2,
+        perform_ping_check=False,
+        queues=[settings.CELERY_TASK_DEFAULT_QUEUE],
+        loglevel="WARNING",
+    ) as worker:
         yield worker
 
 

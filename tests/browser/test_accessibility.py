@@ -3,6 +3,7 @@
 axe-core is vendored (tests/browser/vendor, MPL-2.0) and evaluated through the DevTools protocol,
 which the page's strict CSP does not apply to, so the page under test keeps its policy.
 """
+
 from __future__ import annotations
 
 import re
@@ -37,8 +38,12 @@ def serious_violations(tab: Page) -> list[dict[str, Any]]:
 
 def test_the_chat_page_has_no_serious_accessibility_violations(tab, user, endpoint, model_server):
     # given a chat with an answer (a table, code), a failed call with Retry, a card, and a step
-    model_server.push(answer("| a | b |\n|---|--:|\n| 1 | 2 |\n\n```python\nprint('x')\n```"), error(500),
-                      tool_calls(("notes_search", {"query": "milk"})), tool_calls(("notes_create", {"title": "Milk"})))
+    model_server.push(
+        answer("| a | b |\n|---|--:|\n| 1 | 2 |\n\n```python\nprint('x')\n```"),
+        error(500),
+        tool_calls(("notes_search", {"query": "milk"})),
+        tool_calls(("notes_create", {"title": "Milk"})),
+    )
     sign_in(tab, user)
     assert serious_violations(tab) == []  # the empty page
     send(tab, "show me a table")

@@ -1,4 +1,5 @@
 """Cards a person understands, in the browser: the tool's title, labelled fields, the state in the header."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,7 +16,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 def test_a_card_in_russian_shows_its_title_and_labels_hides_empty_fields_and_its_state_in_every_tab(
-        browser_context, tab, user, endpoint, model_server):
+    browser_context, tab, user, endpoint, model_server
+):
     # given a Russian-speaking user with the chat open in two tabs
     UserSettings.objects.create(user=user, language="ru")
     model_server.push(answer("Привет."), tool_calls(("notes_create", {"title": "Купить молоко", "body": ""})))

@@ -1,4 +1,5 @@
 """The chat page end to end: the real ASGI app, a Celery worker, the scripted model, headless Chromium."""
+
 from __future__ import annotations
 
 import re
@@ -51,8 +52,9 @@ def test_a_new_chat_gets_its_answer(tab, user, endpoint, model_server):
     expect(tab.locator("#chat-title")).to_have_text("line one line two")
 
 
-def test_a_proposed_write_waits_on_a_card_and_confirm_makes_it_in_every_tab(browser_context, tab, user, endpoint,
-                                                                            model_server):
+def test_a_proposed_write_waits_on_a_card_and_confirm_makes_it_in_every_tab(
+    browser_context, tab, user, endpoint, model_server
+):
     # given a chat open in two tabs
     model_server.push(answer("Hi."), tool_calls(("notes_create", {"title": "Buy milk"})))
     sign_in(tab, user)

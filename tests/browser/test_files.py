@@ -1,4 +1,5 @@
 """The composer's files on the chat page (attachments.js imported as a module): attach, read, send."""
+
 from __future__ import annotations
 
 import json

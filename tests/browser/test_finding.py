@@ -1,4 +1,5 @@
 """Finding chats in the browser: the archive and restore, search, and an address bar that names a live chat."""
+
 from __future__ import annotations
 
 import re

@@ -1,5 +1,6 @@
 """The user's words are never lost (issue 7, defect 6): shown at once as pending, and back in the
 composer, with a notice, when their turn ends without storing them."""
+
 from __future__ import annotations
 
 import re
@@ -39,8 +40,14 @@ def late_worker(django_db_setup: Any) -> Iterator[Callable[[], None]]:
 
         def start() -> None:
             running.enter_context(
-                start_worker(app, pool="threads", concurrency=2, perform_ping_check=False,
-                             queues=[settings.CELERY_TASK_DEFAULT_QUEUE], loglevel="WARNING")
+                start_worker(
+                    app,
+                    pool="threads",
+                    concurrency=2,
+                    perform_ping_check=False,
+                    queues=[settings.CELERY_TASK_DEFAULT_QUEUE],
+                    loglevel="WARNING",
+                )
             )
 
         yield start
@@ -92,8 +99,14 @@ def test_stop_after_the_words_were_stored_gives_nothing_back(tab, user, endpoint
 
 def test_a_refusal_at_the_start_leaves_the_words_in_the_composer_with_the_error(tab, user, endpoint):
     UserSettings.objects.create(user=user, daily_turns_cap=1)
-    Turn.objects.create(conversation=ConversationFactory(user=user), user=user, language="en", text="earlier",
-                        status=Turn.Status.FINISHED, deadline_at=timezone.now())
+    Turn.objects.create(
+        conversation=ConversationFactory(user=user),
+        user=user,
+        language="en",
+        text="earlier",
+        status=Turn.Status.FINISHED,
+        deadline_at=timezone.now(),
+    )
     sign_in(tab, user)
     send(tab, "one more, please")
     expect(tab.locator("#composer-error")).to_contain_text("You have used 1 of your 1 turns for 24 hours.")

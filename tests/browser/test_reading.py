@@ -1,4 +1,5 @@
 """Reading the chat in the browser: tables, highlighted code with a copy button, times, steps, notices."""
+
 from __future__ import annotations
 
 import pytest
@@ -10,10 +11,7 @@ from .test_chat import send, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-TABLE_AND_CODE = (
-    "Here:\n\n| Note | Count |\n|---|--:|\n| milk | 2 |\n| bread | 1 |\n\n"
-    "```python\nprint('hello')\n```\n"
-)
+TABLE_AND_CODE = "Here:\n\n| Note | Count |\n|---|--:|\n| milk | 2 |\n| bread | 1 |\n\n```python\nprint('hello')\n```\n"
 
 
 def test_a_table_and_a_code_block_with_copy(browser_context, tab, user, endpoint, model_server):
@@ -28,7 +26,8 @@ def test_a_table_and_a_code_block_with_copy(browser_context, tab, user, endpoint
     code = body.locator(".code-box pre.code-block")
     expect(code.locator(".hl-nb")).to_have_text("print")
     assert code.evaluate("pre => getComputedStyle(pre.querySelector('.hl-s1')).color") != code.evaluate(
-        "pre => getComputedStyle(pre).color")  # the classes are styled: highlighting shows
+        "pre => getComputedStyle(pre).color"
+    )  # the classes are styled: highlighting shows
 
     body.locator(".code-copy").click()
     expect(body.locator(".code-copy")).to_have_text("Copied")
@@ -47,8 +46,9 @@ def test_each_message_shows_when_it_was_written_with_the_full_date_on_hover(tab,
     expect(tab.locator(".msg-assistant .msg-time")).to_have_text("now")
 
 
-def test_a_malformed_call_reads_as_the_assistant_correcting_itself_not_a_failed_search(tab, user, endpoint,
-                                                                                        model_server):
+def test_a_malformed_call_reads_as_the_assistant_correcting_itself_not_a_failed_search(
+    tab, user, endpoint, model_server
+):
     model_server.push(tool_calls(("notes_search", {"query": 5})), answer("I found no notes."))
     sign_in(tab, user)
     send(tab, "find my notes")
@@ -89,8 +89,7 @@ def test_retry_after_a_failed_call_sends_the_same_words_as_a_new_turn(tab, user,
     assert model_server.requests[-1]["messages"][-1]["content"] == "what is new?"
 
 
-def test_the_last_message_can_be_edited_and_sent_as_a_new_turn_keeping_the_old_one(tab, user, endpoint,
-                                                                                  model_server):
+def test_the_last_message_can_be_edited_and_sent_as_a_new_turn_keeping_the_old_one(tab, user, endpoint, model_server):
     model_server.push(answer("About cats."), answer("About dogs."))
     sign_in(tab, user)
     send(tab, "tell me about cats")

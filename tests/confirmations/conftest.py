@@ -1,4 +1,5 @@
 """Cards made the realistic way: a live session's scope through ``execute_as``."""
+
 from __future__ import annotations
 
 from typing import Any, Callable

@@ -1,4 +1,5 @@
 """Cards: a write runs only on its user's click, with everything still holding (SPEC §6, §15)."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -16,17 +17,18 @@ from agent.errors import Expired, Forbidden, Impersonated, NotFound, NotWaiting,
 from agent.events import topic
 from agent.models import Confirmation, Message, UserSettings
 from agent.tools import registry
-from tests.notes.models import Note
 from tests.conftest import login
 from tests.events.layer import Listener
 from tests.factories import ConversationFactory
+from tests.notes.models import Note
 
 Status = Confirmation.Status
 
 
 def notices_of(card: Confirmation) -> list[tuple[str, dict[str, Any]]]:
-    return list(Message.objects.filter(role=Message.Role.NOTICE, confirmation=card)
-                .values_list("notice_code", "notice_params"))
+    return list(
+        Message.objects.filter(role=Message.Role.NOTICE, confirmation=card).values_list("notice_code", "notice_params")
+    )
 
 
 def status_of(card: Confirmation) -> str:
@@ -129,9 +131,14 @@ def test_a_write_that_raises_fails_with_its_class_name_only_and_is_rolled_back(r
         Note.objects.create(owner=ctx.user, title=title)
         raise RuntimeError("customer 4711 owes 99 EUR")
 
-    declare(half_write, name="t_half_write", kind="write", module="notes",
-            parameters={"type": "object", "properties": {"title": {"type": "string"}}},
-            preview=lambda ctx, title: {"title": title})
+    declare(
+        half_write,
+        name="t_half_write",
+        kind="write",
+        module="notes",
+        parameters={"type": "object", "properties": {"title": {"type": "string"}}},
+        preview=lambda ctx, title: {"title": title},
+    )
     card = propose("t_half_write", {"title": "Half"})
 
     decided = confirmations.confirm(ref, card.pk, impersonated=False)
@@ -308,8 +315,13 @@ def _failed(ref: Any, card: Confirmation, user: Any) -> None:
 
 @pytest.mark.parametrize(
     ("outcome", "status"),
-    [(_done, Status.DONE), (_cancelled, Status.CANCELLED), (_expired, Status.EXPIRED), (_stale, Status.STALE),
-     (_failed, Status.FAILED)],
+    [
+        (_done, Status.DONE),
+        (_cancelled, Status.CANCELLED),
+        (_expired, Status.EXPIRED),
+        (_stale, Status.STALE),
+        (_failed, Status.FAILED),
+    ],
     ids=["done", "cancelled", "expired", "stale", "failed"],
 )
 def test_every_outcome_stores_its_notice_and_broadcasts_it_after_commit(
@@ -330,8 +342,11 @@ def test_every_outcome_stores_its_notice_and_broadcasts_it_after_commit(
     assert listener.is_quiet()
     for callback in callbacks:
         callback()
-    assert listener.receive() == {"type": "agent.message_added", "conversation": str(chat.pk),
-                                  "message": str(notice.pk)}
+    assert listener.receive() == {
+        "type": "agent.message_added",
+        "conversation": str(chat.pk),
+        "message": str(notice.pk),
+    }
 
 
 # -- settle_lapsed --------------------------------------------------------------
@@ -347,8 +362,11 @@ def test_settle_lapsed_expires_only_this_chats_lapsed_cards(user, chat, propose)
 
     assert confirmations.settle_lapsed(chat) == 1
 
-    assert (status_of(lapsed), status_of(fresh), status_of(elsewhere)) == (Status.EXPIRED, Status.WAITING,
-                                                                          Status.WAITING)
+    assert (status_of(lapsed), status_of(fresh), status_of(elsewhere)) == (
+        Status.EXPIRED,
+        Status.WAITING,
+        Status.WAITING,
+    )
     assert notices_of(lapsed) == [("confirmation_expired", {"tool": "notes_create"})]
     assert notices_of(fresh) == [] and notices_of(elsewhere) == []
 

@@ -1,4 +1,5 @@
 """Cards against real PostgreSQL transactions: a double click runs the write once."""
+
 from __future__ import annotations
 
 import threading
@@ -12,8 +13,8 @@ from agent.conversations import create_conversation, get_conversation
 from agent.errors import NotWaiting
 from agent.models import Confirmation, Message
 from agent.tasks import run_turn
-from tests.notes.models import Note
 from tests.model_server import tool_calls
+from tests.notes.models import Note
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -89,6 +90,9 @@ def test_a_card_from_a_scripted_turn_is_confirmed_once(ref, user, endpoint, mode
 
     # then the note exists once and the chat shows one outcome
     assert list(Note.objects.values_list("owner", "title")) == [(user.pk, "Buy milk")]
-    codes = [m["notice_code"] for m in get_conversation(ref, chat.pk, impersonated=False)["messages"]
-             if m["role"] == "notice"]
+    codes = [
+        m["notice_code"]
+        for m in get_conversation(ref, chat.pk, impersonated=False)["messages"]
+        if m["role"] == "notice"
+    ]
     assert codes == ["confirmation_done"]

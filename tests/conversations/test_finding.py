@@ -38,8 +38,7 @@ def test_archived_chats_are_listed_apart_newest_first_in_keyset_pages(ref: Sessi
     chat_of(user, "gone", "deleted")
 
     first = conversations.list_conversations(ref, impersonated=False, archived=True, limit=2)
-    second = conversations.list_conversations(ref, impersonated=False, archived=True, limit=2,
-                                              cursor=first.next_cursor)
+    second = conversations.list_conversations(ref, impersonated=False, archived=True, limit=2, cursor=first.next_cursor)
 
     assert ids(first) + ids(second) == [c.pk for c in archived] and second.next_cursor is None
     assert ids(conversations.list_conversations(ref, impersonated=False)) == [active.pk]
@@ -63,8 +62,9 @@ def test_restore_is_one_conditional_update(ref: SessionRef, user: Any) -> None:
     assert sum(q["sql"].lstrip().upper().startswith("UPDATE") for q in queries.captured_queries) == 1
 
 
-def test_restore_never_brings_back_a_deleted_or_someone_elses_chat(ref: SessionRef, user: Any,
-                                                                   others_chat: Conversation) -> None:
+def test_restore_never_brings_back_a_deleted_or_someone_elses_chat(
+    ref: SessionRef, user: Any, others_chat: Conversation
+) -> None:
     deleted = chat_of(user, "gone", "deleted")
     Conversation.objects.filter(pk=others_chat.pk).update(status="archived")
 
@@ -85,8 +85,9 @@ def test_restore_while_impersonating_changes_nothing(ref: SessionRef, user: Any)
     assert Conversation.objects.get(pk=chat.pk).status == "archived"
 
 
-def test_search_finds_the_users_chats_by_title_and_by_words_said(ref: SessionRef, user: Any,
-                                                                others_chat: Conversation) -> None:
+def test_search_finds_the_users_chats_by_title_and_by_words_said(
+    ref: SessionRef, user: Any, others_chat: Conversation
+) -> None:
     by_title = chat_of(user, "Garden plans", age=1)
     by_text = chat_of(user, "", "archived", "when do tomatoes need the garden?", age=2)
     chat_of(user, "Groceries", "active", "milk and bread")
@@ -102,8 +103,7 @@ def test_search_reads_any_language_and_pages_by_keyset(ref: SessionRef, user: An
     chats = [chat_of(user, f"Заметки {n}", age=n) for n in range(3)]
 
     first = conversations.search_conversations(ref, "заметки", impersonated=False, limit=2)
-    second = conversations.search_conversations(ref, "заметки", impersonated=False, limit=2,
-                                                cursor=first.next_cursor)
+    second = conversations.search_conversations(ref, "заметки", impersonated=False, limit=2, cursor=first.next_cursor)
 
     assert ids(first) + ids(second) == [c.pk for c in chats] and second.next_cursor is None
 

@@ -4,6 +4,7 @@ A module sets ``AGENT_SETTINGS = {...}`` for the ``AGENT`` keys its processes
 share; modules with the same settings share one stack. The figures each test measures are printed at the end of the run
 (``pytest_terminal_summary``), so the suite's own output carries them.
 """
+
 from __future__ import annotations
 
 import shutil

@@ -6,6 +6,7 @@ test module ends, whatever happened. Tabs are real websocket clients over TCP
 with a signed-in session's cookie, and keep their messages as the chat page
 does (by id, resyncing with ``after=<last id>`` when they reconnect).
 """
+
 from __future__ import annotations
 
 import json
@@ -49,8 +50,9 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def wait_until(condition: Callable[[], Any], timeout: float, what: str, every: float = 0.05,
-               why: Callable[[], str] | None = None) -> Any:
+def wait_until(
+    condition: Callable[[], Any], timeout: float, what: str, every: float = 0.05, why: Callable[[], str] | None = None
+) -> Any:
     """The condition's first true value, polled until ``timeout`` seconds have passed.
 
     ``why`` describes the state for the failure's message.
@@ -76,8 +78,9 @@ def listening(port: int) -> bool:
 class Process:
     """One program in a process group of its own, its output appended to ``log``."""
 
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], log: Path,
-                 ready: Callable[["Process"], bool]) -> None:
+    def __init__(
+        self, name: str, argv: list[str], env: dict[str, str], log: Path, ready: Callable[["Process"], bool]
+    ) -> None:
         self.name, self.argv, self.env, self.log, self._ready = name, argv, env, log, ready
         self.popen: subprocess.Popen[bytes] | None = None
         self.log_offset = 0
@@ -88,8 +91,15 @@ class Process:
             self.log_offset = out.tell()
             out.write(f"--- start {' '.join(self.argv[1:5])} ...\n".encode())
             out.flush()
-            self.popen = subprocess.Popen(self.argv, cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, start_new_session=True)
+            self.popen = subprocess.Popen(
+                self.argv,
+                cwd=ROOT,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         return self
 
     def wait_ready(self, timeout: float = START_TIMEOUT_S) -> "Process":
@@ -155,10 +165,30 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/{db}"
 
     def start(self) -> "RedisServer":
-        argv = ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no",
-                "--dir", str(self.directory)]
-        self.process = Process(f"redis-{self.port}", argv, dict(os.environ), self.directory / f"redis-{self.port}.log",
-                               lambda p: listening(self.port)).start().wait_ready()
+        argv = [
+            "redis-server",
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(self.directory),
+        ]
+        self.process = (
+            Process(
+                f"redis-{self.port}",
+                argv,
+                dict(os.environ),
+                self.directory / f"redis-{self.port}.log",
+                lambda p: listening(self.port),
+            )
+            .start()
+            .wait_ready()
+        )
         return self
 
     def kill(self) -> None:
@@ -180,8 +210,14 @@ class Stack:
     (through ``tests.faults.settings``), so the worker, beat and daphne agree.
     """
 
-    def __init__(self, name: str, *, agent: dict[str, Any] | None = None, redis_url: str | None = None,
-                 broker_url: str | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        agent: dict[str, Any] | None = None,
+        redis_url: str | None = None,
+        broker_url: str | None = None,
+    ) -> None:
         self.name = name
         self.directory = run_artifacts() / name
         self.port = free_port()
@@ -213,12 +249,38 @@ class Stack:
             return Process(name, argv, self.env, log, lambda p: listening(self.port))
         if name == "worker":
             self.worker_node = f"faults-{uuid.uuid4().hex[:8]}@127.0.0.1"
-            argv = [*python, "celery", "-A", "tests.celery_app", "worker", "-P", "prefork", "-c", "2",
-                    "-Q", self.queue, "-n", self.worker_node, "--without-gossip", "--without-mingle", "-l", "INFO"]
+            argv = [
+                *python,
+                "celery",
+                "-A",
+                "tests.celery_app",
+                "worker",
+                "-P",
+                "prefork",
+                "-c",
+                "2",
+                "-Q",
+                self.queue,
+                "-n",
+                self.worker_node,
+                "--without-gossip",
+                "--without-mingle",
+                "-l",
+                "INFO",
+            ]
             return Process(name, argv, self.env, log, _log_says(f"{self.worker_node} ready."))
         if name == "beat":
-            argv = [*python, "celery", "-A", "tests.celery_app", "beat", "-l", "INFO",
-                    "-s", str(self.directory / "beat-schedule")]
+            argv = [
+                *python,
+                "celery",
+                "-A",
+                "tests.celery_app",
+                "beat",
+                "-l",
+                "INFO",
+                "-s",
+                str(self.directory / "beat-schedule"),
+            ]
             return Process(name, argv, self.env, log, _log_says("beat: Starting..."))
         raise ValueError(name)
 
@@ -293,10 +355,13 @@ class Stack:
         """Sign out through the site's own logout view, as the browser's form does (CSRF included)."""
         token = secrets.token_hex(16)  # 32 characters: a valid unmasked CSRF secret
         request = urllib.request.Request(
-            f"{self.base_url}/accounts/logout/", data=b"", method="POST",
+            f"{self.base_url}/accounts/logout/",
+            data=b"",
+            method="POST",
             headers={
                 "Cookie": f"{settings.SESSION_COOKIE_NAME}={session_key}; {settings.CSRF_COOKIE_NAME}={token}",
-                "X-CSRFToken": token, "Origin": self.base_url,
+                "X-CSRFToken": token,
+                "Origin": self.base_url,
             },
         )
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -366,7 +431,8 @@ class Tab:
             sock = socket.create_connection(("127.0.0.1", self.stack.port), timeout=timeout)  # loopback, no proxy
             sock.settimeout(None)  # an idle tab waits as long as it takes
             connection = connect(
-                self.stack.base_url.replace("http://", "ws://") + "/ws/agent/", sock=sock,
+                self.stack.base_url.replace("http://", "ws://") + "/ws/agent/",
+                sock=sock,
                 origin=self.stack.base_url,  # type: ignore[arg-type]
                 additional_headers={"Cookie": f"{settings.SESSION_COOKIE_NAME}={self.session_key}"},
                 open_timeout=timeout,
@@ -416,8 +482,9 @@ class Tab:
 
     # -- frames --------------------------------------------------------------------------
 
-    def wait_for(self, match: Callable[[dict[str, Any]], Any], timeout: float, what: str,
-                 start: int = 0) -> tuple[float, dict[str, Any]]:
+    def wait_for(
+        self, match: Callable[[dict[str, Any]], Any], timeout: float, what: str, start: int = 0
+    ) -> tuple[float, dict[str, Any]]:
         """The first frame from index ``start`` on that matches, with the time it arrived.
 
         Raises as soon as the socket closes without one: a dead tab is never told.
@@ -464,7 +531,8 @@ class Tab:
         """When the tab was told that the turn has ``status``."""
         at, _ = self.wait_for(
             lambda f: f.get("type") == "turn" and f.get("turn") == str(turn) and f.get("status") == status,
-            timeout, f"turn {turn} {status}",
+            timeout,
+            f"turn {turn} {status}",
         )
         return at
 
@@ -478,8 +546,10 @@ class Tab:
         with self.changed:
             if not self.changed.wait_for(lambda: self.shown() == ids, timeout):
                 unseen = [message.role for message in stored if str(message.pk) not in self.messages]
-                raise AssertionError(f"the tab does not show the chat as stored after {timeout} s: "
-                                     f"{self.describe()}; never shown: {unseen}")
+                raise AssertionError(
+                    f"the tab does not show the chat as stored after {timeout} s: "
+                    f"{self.describe()}; never shown: {unseen}"
+                )
             return time.monotonic()
 
     def wait_reconnected(self, timeout: float) -> float:

@@ -3,6 +3,7 @@
 daphne, the workers and beat of one stack read the same overrides
 (``AGENT_FAULTS_SETTINGS``, JSON), so a short lease is the same everywhere.
 """
+
 import json
 import os
 

@@ -3,6 +3,7 @@
 The figure the 45 s promise of SPEC §3.4 is about; the other crash runs use a
 short lease to stay quick.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -19,7 +20,12 @@ pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True), pytes
 
 
 def test_a_pool_child_killed_mid_model_call_is_told_within_45_s_at_the_production_lease(
-    stack: Stack, tabs: Callable[..., Tab], ref: SessionRef, chat: Any, endpoint: Any,
-    model_server: ScriptedModelServer, figure: Callable[[str, float], None],
+    stack: Stack,
+    tabs: Callable[..., Tab],
+    ref: SessionRef,
+    chat: Any,
+    endpoint: Any,
+    model_server: ScriptedModelServer,
+    figure: Callable[[str, float], None],
 ) -> None:
     crash_mid_turn(stack, tabs, ref.session_key, chat, model_server, figure, kill="child", during="model")

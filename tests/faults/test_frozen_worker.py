@@ -7,6 +7,7 @@ of the old turn is fenced by its lease: no message, no off-purpose flag, no
 usage link, no card. Its journal row is still written: the call was made and
 cost money.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,7 +29,11 @@ AGENT_SETTINGS = QUICK_SETTINGS
 
 
 def test_a_worker_frozen_past_its_lease_writes_nothing_when_it_wakes(
-    stack: Stack, tabs: Callable[..., Tab], ref: SessionRef, chat: Any, slow_endpoint: Any,
+    stack: Stack,
+    tabs: Callable[..., Tab],
+    ref: SessionRef,
+    chat: Any,
+    slow_endpoint: Any,
     model_server: ScriptedModelServer,
 ) -> None:
     # given: a turn whose pool child is frozen inside its model call, past its lease
@@ -45,8 +50,11 @@ def test_a_worker_frozen_past_its_lease_writes_nothing_when_it_wakes(
     os.kill(child, signal.SIGSTOP)
     try:
         assert not AIRequest.objects.exists(), "the child was stopped too late: its model call had returned"
-        wait_until(lambda: not Lock.objects.filter(holder=old, expires_at__gt=timezone.now()).exists(), 30,
-                   "the frozen turn's lease to run out")
+        wait_until(
+            lambda: not Lock.objects.filter(holder=old, expires_at__gt=timezone.now()).exists(),
+            30,
+            "the frozen turn's lease to run out",
+        )
         # when: a new turn takes the chat, and the old child wakes while it runs
         new = tab.send("second")
         wait_until(lambda: len(model_server.requests) == 2, 30, "the new turn's model call")
@@ -63,7 +71,9 @@ def test_a_worker_frozen_past_its_lease_writes_nothing_when_it_wakes(
     assert not Message.objects.filter(ai_request=journal).exists()
     assert not Confirmation.objects.exists()
     assert [(m.role, m.notice_code, m.content) for m in Message.objects.filter(conversation=chat).order_by("seq")] == [
-        ("user", "", "first"), ("notice", "interrupted", ""), ("user", "", "second"),
+        ("user", "", "first"),
+        ("notice", "interrupted", ""),
+        ("user", "", "second"),
         ("assistant", "", "the new turn's answer"),
     ]
     assert Turn.objects.get(pk=new).status == "finished"

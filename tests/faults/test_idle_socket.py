@@ -4,6 +4,7 @@ redis-py 8 times out a socket read after 5 s, the length of channels-redis's
 own blocking read: with the layer configured naively every socket died about
 5.5 s after it opened (close 1011), so tabs missed every later event.
 """
+
 from __future__ import annotations
 
 import time
@@ -23,7 +24,11 @@ IDLE_S = 40
 
 
 def test_an_idle_subscribed_socket_stays_open_and_hears_the_next_event(
-    stack: Stack, tabs: Callable[..., Tab], user: Any, ref: SessionRef, chat: Conversation,
+    stack: Stack,
+    tabs: Callable[..., Tab],
+    user: Any,
+    ref: SessionRef,
+    chat: Conversation,
     figure: Callable[[str, float], None],
 ) -> None:
     # given: a tab subscribed to its chat over daphne and Redis, with nothing to hear
@@ -36,7 +41,6 @@ def test_an_idle_subscribed_socket_stays_open_and_hears_the_next_event(
     assert still_open, f"the idle socket closed with {tab.close_code}:\n{stack['daphne'].tail(1500)}"
     # then: the next event of its chat reaches it
     sent = time.monotonic()
-    message = conversations.add_message(ref, chat.pk, {"content": "still there?"},
-                                        impersonated=False)
+    message = conversations.add_message(ref, chat.pk, {"content": "still there?"}, impersonated=False)
     arrived = tab.message_frame(lambda view: view["id"] == str(message.pk), 10, "the message after the idle time")
     figure("event after the idle time reached the tab in", arrived - sent)

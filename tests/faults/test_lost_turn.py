@@ -4,6 +4,7 @@ The issue's scenario is beat dead for a minute; here the sweep's threshold
 (``QUEUED_REQUEUE_S``) is 5 s and beat stays down 10 s, the same story in a
 sixth of the time: the turn is older than the threshold when beat returns.
 """
+
 from __future__ import annotations
 
 import time
@@ -25,8 +26,13 @@ WITHIN_S = 45
 
 
 def test_a_turn_the_broker_lost_while_beat_was_down_runs_once_beat_is_back(
-    stack: Stack, tabs: Callable[..., Tab], ref: SessionRef, chat: Any, endpoint: Any,
-    model_server: ScriptedModelServer, figure: Callable[[str, float], None],
+    stack: Stack,
+    tabs: Callable[..., Tab],
+    ref: SessionRef,
+    chat: Any,
+    endpoint: Any,
+    model_server: ScriptedModelServer,
+    figure: Callable[[str, float], None],
 ) -> None:
     # given: beat is dead, and the broker loses a turn before any worker took it
     stack.start("daphne", "worker", "beat")
@@ -51,6 +57,7 @@ def test_a_turn_the_broker_lost_while_beat_was_down_runs_once_beat_is_back(
     tab.turn_frame(turn, "ended", 30)
     assert Turn.objects.get(pk=turn).status == "finished"
     assert [(m.role, m.content) for m in Message.objects.filter(conversation=chat).order_by("seq")] == [
-        ("user", "hello"), ("assistant", "answered after all"),
+        ("user", "hello"),
+        ("assistant", "answered after all"),
     ]
     assert len(model_server.requests) == 1

@@ -5,6 +5,7 @@ back empty) is the channel layer and the broker of this module's daphne and
 worker. The tabs behave as the page does: when the server drops a socket they
 reconnect with jittered backoff and subscribe with ``after=<last message id>``.
 """
+
 from __future__ import annotations
 
 import time
@@ -43,8 +44,14 @@ def stored(chat: Any) -> list[Message]:
 
 
 def test_after_redis_restarts_mid_turn_tabs_resync_and_workers_carry_on(
-    redis_server: RedisServer, stack: Stack, tabs: Callable[..., Tab], ref: SessionRef, chat: Any, endpoint: Any,
-    model_server: ScriptedModelServer, figure: Callable[[str, float], None],
+    redis_server: RedisServer,
+    stack: Stack,
+    tabs: Callable[..., Tab],
+    ref: SessionRef,
+    chat: Any,
+    endpoint: Any,
+    model_server: ScriptedModelServer,
+    figure: Callable[[str, float], None],
 ) -> None:
     # given: two tabs of a chat, and a turn inside a slow read
     stack.start("daphne", "worker")
@@ -54,8 +61,9 @@ def test_after_redis_restarts_mid_turn_tabs_resync_and_workers_carry_on(
         tab.follow()
     model_server.push(tool_calls(("notes_wait", {"seconds": READ_S})), answer("after the outage"))
     turn = open_tabs[0].send("hello")
-    open_tabs[0].message_frame(lambda view: view["role"] == "assistant" and view["tool_calls"], 30,
-                               "the answer that calls notes_wait")
+    open_tabs[0].message_frame(
+        lambda view: view["role"] == "assistant" and view["tool_calls"], 30, "the answer that calls notes_wait"
+    )
     # when: Redis dies, and comes back empty, while the read runs
     redis_server.kill()
     killed = time.monotonic()
@@ -74,8 +82,12 @@ def test_after_redis_restarts_mid_turn_tabs_resync_and_workers_carry_on(
     again = wait_until(lambda: _send(open_tabs[1], "again"), 60, "a new turn to be accepted")
     wait_until(lambda: Turn.objects.filter(pk=again, status="finished").exists(), 60, "the new turn to finish")
     assert [(m.role, m.content) for m in stored(chat)] == [
-        ("user", "hello"), ("assistant", ""), ("tool", ""), ("assistant", "after the outage"),
-        ("user", "again"), ("assistant", "carried on"),
+        ("user", "hello"),
+        ("assistant", ""),
+        ("tool", ""),
+        ("assistant", "after the outage"),
+        ("user", "again"),
+        ("assistant", "carried on"),
     ]
     for tab in open_tabs:
         tab.wait_showing(stored(chat), 20)

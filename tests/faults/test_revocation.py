@@ -7,6 +7,7 @@ an idle tab are closed (4401): within 1 s where a signal tells the sockets,
 within ``SOCKET_RECHECK_S`` (3 s here) where only the sockets' own re-check
 can notice (a session row deleted or expired without a logout).
 """
+
 from __future__ import annotations
 
 import time
@@ -92,8 +93,14 @@ KINDS: dict[str, tuple[Callable[[Any, str, Stack, Group], None], bool, bool, str
 
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_after_a_revocation_no_step_starts_and_every_socket_closes(
-    kind: str, stack: Stack, tabs: Callable[..., Tab], user: Any, chat: Any, endpoint: Any,
-    model_server: ScriptedModelServer, figure: Callable[[str, float], None],
+    kind: str,
+    stack: Stack,
+    tabs: Callable[..., Tab],
+    user: Any,
+    chat: Any,
+    endpoint: Any,
+    model_server: ScriptedModelServer,
+    figure: Callable[[str, float], None],
 ) -> None:
     revoke, through_group, recheck_only, notice = KINDS[kind]
     group = Group.objects.create(name="assistant users")
@@ -109,8 +116,9 @@ def test_after_a_revocation_no_step_starts_and_every_socket_closes(
     idle = tabs(key)
     model_server.push(tool_calls(*[("notes_wait", {"seconds": 2})] * 3), answer("should never be asked"))
     turn = watching.send("read slowly")
-    watching.message_frame(lambda view: view["role"] == "assistant" and view["tool_calls"], 30,
-                           "the answer with three reads")
+    watching.message_frame(
+        lambda view: view["role"] == "assistant" and view["tool_calls"], 30, "the answer with three reads"
+    )
     # when: the session loses the assistant while the first read runs
     revoked = time.monotonic()
     revoke(user, key, stack, group)

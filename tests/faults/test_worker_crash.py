@@ -6,6 +6,7 @@ supervisor starts it again). Beat queues the sweep every 10 s; these runs
 use a 6 s lease (``QUICK_SETTINGS``, the same in every process) so that they
 stay short, and ``test_crash_at_defaults`` measures the production lease once.
 """
+
 from __future__ import annotations
 
 import os
@@ -28,8 +29,15 @@ TOLD_WITHIN_S = 45
 
 
 def crash_mid_turn(
-    stack: Stack, tabs: Callable[..., Tab], session_key: str, chat: Any, model_server: ScriptedModelServer,
-    figure: Callable[[str, float], None], *, kill: str, during: str,
+    stack: Stack,
+    tabs: Callable[..., Tab],
+    session_key: str,
+    chat: Any,
+    model_server: ScriptedModelServer,
+    figure: Callable[[str, float], None],
+    *,
+    kill: str,
+    during: str,
 ) -> None:
     """Kill the turn's worker (``kill``: "child" or "group") ``during`` the "model" call or a "tool"; check the end."""
     # given: two open tabs of the chat, and a turn inside a slow model call or a slow read
@@ -45,8 +53,9 @@ def crash_mid_turn(
     if during == "model":
         assert model_server.received.wait(30), "the model was never called"
     else:
-        open_tabs[0].message_frame(lambda view: view["role"] == "assistant" and view["tool_calls"], 30,
-                                   "the answer that calls notes_wait")
+        open_tabs[0].message_frame(
+            lambda view: view["role"] == "assistant" and view["tool_calls"], 30, "the answer that calls notes_wait"
+        )
     child = stack.pool_child(turn)
     # when: the worker is killed
     crashed = time.monotonic()
@@ -57,8 +66,10 @@ def crash_mid_turn(
         stack.start("worker")  # as its supervisor would
     # then: every tab is told the turn ended, with the notice, within 45 s
     told = [
-        max(tab.turn_frame(turn, "ended", 90),
-            tab.message_frame(lambda view: view["notice_code"] == "interrupted", 90, "the interrupted notice"))
+        max(
+            tab.turn_frame(turn, "ended", 90),
+            tab.message_frame(lambda view: view["notice_code"] == "interrupted", 90, "the interrupted notice"),
+        )
         for tab in open_tabs
     ]
     figure(f"worker SIGKILL ({kill}, mid {during}) -> every tab told", max(told) - crashed)
@@ -87,7 +98,14 @@ def crash_mid_turn(
 @pytest.mark.parametrize("during", ["model", "tool"])
 @pytest.mark.parametrize("kill", ["child", "group"])
 def test_a_killed_worker_frees_the_chat_and_every_tab_is_told(
-    stack: Stack, tabs: Callable[..., Tab], ref: SessionRef, chat: Any, endpoint: Any,
-    model_server: ScriptedModelServer, figure: Callable[[str, float], None], kill: str, during: str,
+    stack: Stack,
+    tabs: Callable[..., Tab],
+    ref: SessionRef,
+    chat: Any,
+    endpoint: Any,
+    model_server: ScriptedModelServer,
+    figure: Callable[[str, float], None],
+    kill: str,
+    during: str,
 ) -> None:
     crash_mid_turn(stack, tabs, ref.session_key, chat, model_server, figure, kill=kill, during=during)

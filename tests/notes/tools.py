@@ -1,4 +1,5 @@
 """The test site's tools: notes read and written through the assistant, and a slow read for fault tests."""
+
 from __future__ import annotations
 
 import hashlib
@@ -15,7 +16,9 @@ OBJECT = {"type": "object", "additionalProperties": False}
 
 
 @agent_tool(
-    name="notes_search", permission="notes.view_note", description="Search the user's notes by title.",
+    name="notes_search",
+    permission="notes.view_note",
+    description="Search the user's notes by title.",
     title=_("Search notes"),
     parameters={**OBJECT, "properties": {"query": {"type": "string", "maxLength": 200}}},
 )
@@ -25,7 +28,9 @@ def notes_search(ctx: Any, query: str = "") -> dict[str, Any]:
 
 
 @agent_tool(
-    name="notes_read", permission="notes.view_note", description="Read one note by its id.",
+    name="notes_read",
+    permission="notes.view_note",
+    description="Read one note by its id.",
     title=_("Read a note"),
     parameters={**OBJECT, "properties": {"note_id": {"type": "integer", "minimum": 1}}, "required": ["note_id"]},
 )
@@ -35,7 +40,9 @@ def notes_read(ctx: Any, note_id: int) -> dict[str, Any]:
 
 
 @agent_tool(
-    name="notes_wait", permission="notes.view_note", description="A read that takes the given seconds.",
+    name="notes_wait",
+    permission="notes.view_note",
+    description="A read that takes the given seconds.",
     parameters={**OBJECT, "properties": {"seconds": {"type": "number", "minimum": 0, "maximum": 30}}},
 )
 def notes_wait(ctx: Any, seconds: float = 0) -> dict[str, Any]:
@@ -44,12 +51,17 @@ def notes_wait(ctx: Any, seconds: float = 0) -> dict[str, Any]:
 
 
 @agent_tool(
-    name="notes_create", kind="write", module="notes", permission="notes.add_note",
+    name="notes_create",
+    kind="write",
+    module="notes",
+    permission="notes.add_note",
     description="Create a note; the user confirms it on a card first.",
-    title=_("Create a note"), labels={"title": _("Title"), "body": _("Text")},
+    title=_("Create a note"),
+    labels={"title": _("Title"), "body": _("Text")},
     preview=lambda ctx, title, body="": {"title": title, "body": body},
     parameters={
-        **OBJECT, "required": ["title"],
+        **OBJECT,
+        "required": ["title"],
         "properties": {"title": {"type": "string", "minLength": 1, "maxLength": 200}, "body": {"type": "string"}},
     },
 )
@@ -63,13 +75,18 @@ def _current_text(ctx: Any, note_id: int, body: str) -> str:
 
 
 @agent_tool(
-    name="notes_update", kind="write", module="notes", permission="notes.change_note",
+    name="notes_update",
+    kind="write",
+    module="notes",
+    permission="notes.change_note",
     description="Replace a note's text; the user confirms it on a card first.",
-    title=_("Change a note"), labels={"body": _("New text")},
+    title=_("Change a note"),
+    labels={"body": _("New text")},
     preview=lambda ctx, note_id, body: {"body": body},
     fingerprint=_current_text,
     parameters={
-        **OBJECT, "required": ["note_id", "body"],
+        **OBJECT,
+        "required": ["note_id", "body"],
         "properties": {"note_id": {"type": "integer", "minimum": 1}, "body": {"type": "string"}},
     },
 )

@@ -1,4 +1,5 @@
 """What a session may see and run: ``visible_for`` and ``execute_as`` (SPEC §5, §3.2)."""
+
 from __future__ import annotations
 
 import logging
@@ -14,8 +15,8 @@ from django.utils import timezone
 from agent.access import authorize_session
 from agent.models import Confirmation
 from agent.tools import execute_as, visible_for
-from tests.notes.models import Note
 from tests.factories import ConversationFactory
+from tests.notes.models import Note
 
 CALLS: list[dict[str, Any]] = []
 
@@ -144,10 +145,15 @@ def test_a_write_of_a_module_that_may_not_write_is_denied_without_a_card(declare
     ids=["wrong-type", "extra-key", "list", "string", "none", "too-long"],
 )
 def test_arguments_against_the_schema_are_invalid_arguments(declare, scope, chat, args):
-    declare(record, name="t_query", parameters={
-        "type": "object", "properties": {"query": {"type": "string", "maxLength": 200}},
-        "additionalProperties": False,
-    })
+    declare(
+        record,
+        name="t_query",
+        parameters={
+            "type": "object",
+            "properties": {"query": {"type": "string", "maxLength": 200}},
+            "additionalProperties": False,
+        },
+    )
 
     result = run(scope, "t_query", args, chat)
 

@@ -1,4 +1,5 @@
 """Declaring tools: ``@agent_tool`` validates at start-up and registers (SPEC §5)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -78,8 +79,12 @@ def test_an_invalid_json_schema_is_refused(declare, parameters):
 
 @pytest.mark.parametrize(
     "declaration",
-    [{"preview": preview}, {"module": "notes"}, {"module": "", "preview": preview},
-     {"module": "notes", "preview": {"action": "not callable"}}],
+    [
+        {"preview": preview},
+        {"module": "notes"},
+        {"module": "", "preview": preview},
+        {"module": "notes", "preview": {"action": "not callable"}},
+    ],
     ids=["no-module", "no-preview", "blank-module", "preview-not-callable"],
 )
 def test_a_write_without_module_or_preview_is_refused(declare, declaration):
@@ -90,8 +95,9 @@ def test_a_write_without_module_or_preview_is_refused(declare, declaration):
 
 
 def test_the_decorator_registers_the_tool_and_returns_the_function(declare):
-    declared = declare(noop, name="t_search", description="  Search things.  ", parameters=QUERY,
-                       permission="notes.view_note")
+    declared = declare(
+        noop, name="t_search", description="  Search things.  ", parameters=QUERY, permission="notes.view_note"
+    )
 
     tool = registry.get("t_search")
     assert declared is noop and noop.agent_tool is tool  # type: ignore[attr-defined]

@@ -1,4 +1,5 @@
 """A tool's title and preview labels: what a person reads on its card, validated at declaration."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,4 +1,5 @@
 """Helpers for the turn loop: chats, tools declared by a test, settings overrides, waiting."""
+
 from __future__ import annotations
 
 import time

@@ -1,4 +1,5 @@
 """A worker process killed with SIGKILL mid-turn: the sweep ends the turn and frees the chat (SPEC §3.4)."""
+
 from __future__ import annotations
 
 import os
@@ -40,10 +41,29 @@ def worker_process(django_db_setup: Any) -> Iterator[subprocess.Popen[bytes]]:
     with app.connection_for_write() as conn:
         conn.default_channel.queue_purge(settings.CELERY_TASK_DEFAULT_QUEUE)
     process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "tests.celery_app", "worker", "-P", "solo", "-c", "1",
-         "-Q", settings.CELERY_TASK_DEFAULT_QUEUE, "--without-gossip", "--without-mingle", "--without-heartbeat",
-         "-l", "WARNING"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "tests.celery_app",
+            "worker",
+            "-P",
+            "solo",
+            "-c",
+            "1",
+            "-Q",
+            settings.CELERY_TASK_DEFAULT_QUEUE,
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "-l",
+            "WARNING",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     yield process
     if process.poll() is None:
@@ -52,8 +72,11 @@ def worker_process(django_db_setup: Any) -> Iterator[subprocess.Popen[bytes]]:
 
 
 def test_a_worker_killed_mid_turn_leaves_the_turn_to_the_sweep(
-    worker_process: subprocess.Popen[bytes], ref: SessionRef, chat: Any, endpoint: Any,
-    model_server: ScriptedModelServer
+    worker_process: subprocess.Popen[bytes],
+    ref: SessionRef,
+    chat: Any,
+    endpoint: Any,
+    model_server: ScriptedModelServer,
 ) -> None:
     # given: the worker is inside a slow model call
     model_server.push(answer("never delivered", delay=30))

@@ -1,4 +1,5 @@
 """What a turn shows the model of the chat so far (SPEC §4)."""
+
 from __future__ import annotations
 
 import uuid
@@ -26,13 +27,22 @@ def reply(text: str, **fields: Any) -> Message:
 
 
 def card(tool: str, confirmation_id: Any) -> Message:
-    return Message(role="tool", tool_name=tool, tool_outcome="needs_confirmation", confirmation_id=confirmation_id,
-                   tool_result={"status": "confirmation_required", "confirmation_id": str(confirmation_id)})
+    return Message(
+        role="tool",
+        tool_name=tool,
+        tool_outcome="needs_confirmation",
+        confirmation_id=confirmation_id,
+        tool_result={"status": "confirmation_required", "confirmation_id": str(confirmation_id)},
+    )
 
 
 def outcome(status: str, tool: str, confirmation_id: Any) -> Message:
-    return Message(role="notice", notice_code=f"confirmation_{status}", notice_params={"tool": tool},
-                   confirmation_id=confirmation_id)
+    return Message(
+        role="notice",
+        notice_code=f"confirmation_{status}",
+        notice_params={"tool": tool},
+        confirmation_id=confirmation_id,
+    )
 
 
 def contents(entries: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -88,10 +98,15 @@ def test_current_is_always_kept_even_over_the_limit() -> None:
 def test_a_decided_card_reads_as_its_outcome_at_the_notices_place() -> None:
     cid = uuid.uuid4()
     messages = [
-        user("make a note"), card("notes_create", cid), reply("later text"), outcome("done", "notes_create", cid),
+        user("make a note"),
+        card("notes_create", cid),
+        reply("later text"),
+        outcome("done", "notes_create", cid),
     ]
     assert contents(build(messages, [], CURRENT, 10_000)) == [
-        ("user", "make a note"), ("assistant", "later text"), ("user", "[confirmation] done: notes_create"),
+        ("user", "make a note"),
+        ("assistant", "later text"),
+        ("user", "[confirmation] done: notes_create"),
         ("user", "now"),
     ]
 
@@ -100,7 +115,10 @@ def test_a_card_without_an_outcome_reads_as_waiting_at_its_place() -> None:
     cid = uuid.uuid4()
     messages = [user("make a note"), card("notes_create", cid), user("and?")]
     assert contents(build(messages, [], CURRENT, 10_000)) == [
-        ("user", "make a note"), ("user", "[confirmation] waiting: notes_create"), ("user", "and?"), ("user", "now"),
+        ("user", "make a note"),
+        ("user", "[confirmation] waiting: notes_create"),
+        ("user", "and?"),
+        ("user", "now"),
     ]
 
 
@@ -114,42 +132,62 @@ def test_an_outcome_never_carries_what_the_tool_returned_or_a_person_wrote() -> 
 
 @pytest.mark.django_db
 def test_the_outcomes_tool_name_is_the_cards(ref: Any, chat: Any) -> None:
-    row = Confirmation.objects.create(user_id=ref.user_id, conversation=chat, tool_name="notes_update", call_id="c",
-                                      fingerprint="f", expires_at="2100-01-01T00:00:00Z")
+    row = Confirmation.objects.create(
+        user_id=ref.user_id,
+        conversation=chat,
+        tool_name="notes_update",
+        call_id="c",
+        fingerprint="f",
+        expires_at="2100-01-01T00:00:00Z",
+    )
     notice = Message(role="notice", notice_code="confirmation_cancelled", confirmation=row)
     assert contents(build([notice], [], CURRENT, 10_000))[0] == ("user", "[confirmation] cancelled: notes_update")
 
 
-@pytest.mark.parametrize("status, phrase", [
-    ("done", "[confirmation] done: notes_create"),
-    ("cancelled", "[confirmation] cancelled: notes_create"),
-    ("expired", "[confirmation] expired: notes_create"),
-    ("stale", "[confirmation] the data changed: notes_create"),
-    ("failed", "[confirmation] failed: notes_create"),
-    ("waiting", "[confirmation] waiting: notes_create"),
-])
+@pytest.mark.parametrize(
+    "status, phrase",
+    [
+        ("done", "[confirmation] done: notes_create"),
+        ("cancelled", "[confirmation] cancelled: notes_create"),
+        ("expired", "[confirmation] expired: notes_create"),
+        ("stale", "[confirmation] the data changed: notes_create"),
+        ("failed", "[confirmation] failed: notes_create"),
+        ("waiting", "[confirmation] waiting: notes_create"),
+    ],
+)
 def test_confirmation_phrases_in_english(status: str, phrase: str) -> None:
     with translation.override("en"):
         assert confirmation_phrase("notes_create", status) == phrase
 
 
-@pytest.mark.parametrize("status, phrase", [
-    ("done", "[подтверждение] выполнено: notes_create"),
-    ("cancelled", "[подтверждение] отменено: notes_create"),
-    ("expired", "[подтверждение] срок истёк: notes_create"),
-    ("stale", "[подтверждение] данные изменились: notes_create"),
-    ("failed", "[подтверждение] не удалось: notes_create"),
-    ("waiting", "[подтверждение] ожидает: notes_create"),
-])
+@pytest.mark.parametrize(
+    "status, phrase",
+    [
+        ("done", "[подтверждение] выполнено: notes_create"),
+        ("cancelled", "[подтверждение] отменено: notes_create"),
+        ("expired", "[подтверждение] срок истёк: notes_create"),
+        ("stale", "[подтверждение] данные изменились: notes_create"),
+        ("failed", "[подтверждение] не удалось: notes_create"),
+        ("waiting", "[подтверждение] ожидает: notes_create"),
+    ],
+)
 def test_confirmation_phrases_in_russian(status: str, phrase: str) -> None:
     with translation.override("ru"):
         assert confirmation_phrase("notes_create", status) == phrase
 
 
-@pytest.mark.parametrize("tool, status", [
-    ("notes_create", "ok"), ("notes_create", "needs_confirmation"), ("notes_create", ""), ("notes_create", "DONE"),
-    ("", "done"), (None, "done"), (42, "done"),
-])
+@pytest.mark.parametrize(
+    "tool, status",
+    [
+        ("notes_create", "ok"),
+        ("notes_create", "needs_confirmation"),
+        ("notes_create", ""),
+        ("notes_create", "DONE"),
+        ("", "done"),
+        (None, "done"),
+        (42, "done"),
+    ],
+)
 def test_confirmation_phrase_is_none_for_anything_else(tool: Any, status: str) -> None:
     assert confirmation_phrase(tool, status) is None
 
@@ -198,21 +236,40 @@ def test_build_puts_a_messages_attachments_into_it() -> None:
 @pytest.mark.django_db
 def test_load_reads_the_chat_like_build(ref: Any, chat: Any) -> None:
     cid = uuid.uuid4()
-    card_row = Confirmation.objects.create(id=cid, user_id=ref.user_id, conversation=chat, tool_name="notes_create",
-                                           call_id="c", fingerprint="f", expires_at="2100-01-01T00:00:00Z")
+    card_row = Confirmation.objects.create(
+        id=cid,
+        user_id=ref.user_id,
+        conversation=chat,
+        tool_name="notes_create",
+        call_id="c",
+        fingerprint="f",
+        expires_at="2100-01-01T00:00:00Z",
+    )
     append_message(chat.pk, role="user", content="q1")
     append_message(chat.pk, role="assistant", content="", tool_calls=[{"id": "c", "name": "notes_create"}])
-    append_message(chat.pk, role="tool", tool_name="notes_create", tool_outcome="needs_confirmation",
-                   confirmation=card_row, tool_result={"status": "confirmation_required"})
-    append_message(chat.pk, role="notice", notice_code="confirmation_done", notice_params={"tool": "notes_create"},
-                   confirmation=card_row)
+    append_message(
+        chat.pk,
+        role="tool",
+        tool_name="notes_create",
+        tool_outcome="needs_confirmation",
+        confirmation=card_row,
+        tool_result={"status": "confirmation_required"},
+    )
+    append_message(
+        chat.pk,
+        role="notice",
+        notice_code="confirmation_done",
+        notice_params={"tool": "notes_create"},
+        confirmation=card_row,
+    )
     append_message(chat.pk, role="assistant", content="a1")
     assert load(chat.pk, CURRENT, 10_000) == build(messages_of(chat), [], CURRENT, 10_000)
 
 
 @pytest.mark.django_db
-def test_load_reads_in_pages_and_stops_at_the_windows_end(ref: Any, chat: Any,
-                                                          django_assert_max_num_queries: Any) -> None:
+def test_load_reads_in_pages_and_stops_at_the_windows_end(
+    ref: Any, chat: Any, django_assert_max_num_queries: Any
+) -> None:
     # given: a chat of 1,200 messages of 10 characters each
     Message.objects.bulk_create(
         Message(conversation=chat, seq=i, role="user" if i % 2 else "assistant", content=f"{i:010d}")

@@ -1,4 +1,5 @@
 """Leases for turns (SPEC §3.3): one row per lock, taken in one statement, fenced, released by its holder."""
+
 from __future__ import annotations
 
 import threading
@@ -125,7 +126,8 @@ def test_release_deletes_only_the_rows_its_turn_still_holds() -> None:
     assert locks.take(chat, newer)
     locks.release(turn)
     assert set(Lock.objects.values_list("name", "holder")) == {
-        (chat, newer), *((n, bystander.pk) for n in locks.turn_locks(bystander))
+        (chat, newer),
+        *((n, bystander.pk) for n in locks.turn_locks(bystander)),
     }
 
 

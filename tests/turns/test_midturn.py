@@ -1,5 +1,6 @@
 """The world changes while a turn runs: a read tool declared here makes the change when the model calls it
 (SPEC §3.1 a and f, §3.3, §3.4). The same, from another thread during a slow model call, is in test_worker."""
+
 from __future__ import annotations
 
 import uuid
@@ -28,8 +29,15 @@ def shape(chat: Any) -> list[tuple[str, str]]:
     return [(m.role, m.tool_outcome or m.notice_code) for m in messages_of(chat)]
 
 
-def run_with_tool(ref: SessionRef, chat: Any, model_server: ScriptedModelServer, declare: Any,
-                  act: Callable[[Any], Any], *, calls: int = 1) -> tuple[Turn, list[int]]:
+def run_with_tool(
+    ref: SessionRef,
+    chat: Any,
+    model_server: ScriptedModelServer,
+    declare: Any,
+    act: Callable[[Any], Any],
+    *,
+    calls: int = 1,
+) -> tuple[Turn, list[int]]:
     """A turn whose model calls ``act`` (then ``after`` ``calls - 1`` times), then would answer."""
     after: list[int] = []
     declare(lambda ctx: act(ctx) or "acted", name="act")
@@ -67,17 +75,26 @@ def log_out(ctx: Any) -> None:
     Session.objects.filter(session_key=ctx.scope.ref.session_key).delete()
 
 
-@pytest.mark.parametrize("act, reason", [
-    (revoke_use, "forbidden"),
-    (switch_user_off, "forbidden"),
-    (switch_assistant_off, "forbidden"),
-    (deactivate, "session_ended"),
-    (change_password, "session_ended"),
-    (log_out, "session_ended"),
-], ids=lambda v: getattr(v, "__name__", v))
+@pytest.mark.parametrize(
+    "act, reason",
+    [
+        (revoke_use, "forbidden"),
+        (switch_user_off, "forbidden"),
+        (switch_assistant_off, "forbidden"),
+        (deactivate, "session_ended"),
+        (change_password, "session_ended"),
+        (log_out, "session_ended"),
+    ],
+    ids=lambda v: getattr(v, "__name__", v),
+)
 def test_a_lost_right_between_rounds_ends_the_turn_with_its_notice(
-    ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer, declare: Any,
-    act: Callable[[Any], None], reason: str
+    ref: SessionRef,
+    chat: Any,
+    endpoint: Any,
+    model_server: ScriptedModelServer,
+    declare: Any,
+    act: Callable[[Any], None],
+    reason: str,
 ) -> None:
     turn, _after = run_with_tool(ref, chat, model_server, declare, act)
     assert (turn.status, turn.end_reason) == ("failed", reason)
@@ -86,10 +103,12 @@ def test_a_lost_right_between_rounds_ends_the_turn_with_its_notice(
     assert turn.session_key == "" and not Lock.objects.filter(holder=turn.pk).exists()
 
 
-def test_a_chat_deleted_mid_turn_ends_it_quietly(ref: SessionRef, chat: Any, endpoint: Any,
-                                                 model_server: ScriptedModelServer, declare: Any) -> None:
-    turn, after = run_with_tool(ref, chat, model_server, declare,
-                                lambda ctx: delete_conversation(ref, chat.pk, impersonated=False), calls=2)
+def test_a_chat_deleted_mid_turn_ends_it_quietly(
+    ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer, declare: Any
+) -> None:
+    turn, after = run_with_tool(
+        ref, chat, model_server, declare, lambda ctx: delete_conversation(ref, chat.pk, impersonated=False), calls=2
+    )
     assert (turn.status, turn.end_reason) == ("failed", "chat_gone")
     assert shape(chat) == [("user", ""), ("assistant", "")]  # nothing written after the delete, no notice
     assert after == [] and len(model_server.requests) == 1
@@ -115,15 +134,17 @@ def test_a_lock_taken_over_before_a_tool_call_ends_the_turn_there(
 def test_a_stop_asked_between_tool_calls_ends_the_turn_before_the_next(
     ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer, declare: Any
 ) -> None:
-    turn, after = run_with_tool(ref, chat, model_server, declare, lambda ctx: monitor.request_stop(ctx.turn_ref),
-                                calls=2)
+    turn, after = run_with_tool(
+        ref, chat, model_server, declare, lambda ctx: monitor.request_stop(ctx.turn_ref), calls=2
+    )
     assert (turn.status, turn.end_reason) == ("stopped", "")
     assert shape(chat) == [("user", ""), ("assistant", ""), ("tool", "ok"), ("notice", "stopped")]
     assert after == [] and len(model_server.requests) == 1
 
 
-def test_a_stop_asked_before_the_task_runs_stores_nothing(ref: SessionRef, chat: Any, endpoint: Any,
-                                                          model_server: ScriptedModelServer) -> None:
+def test_a_stop_asked_before_the_task_runs_stores_nothing(
+    ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer
+) -> None:
     turn = turns.start(ref, chat.pk, "hello", impersonated=False)
     assert turns.stop(ref, chat.pk, impersonated=False)
     run_turn(str(turn.pk))
@@ -146,8 +167,9 @@ def test_the_deadline_cuts_a_slow_model_call_and_keeps_nothing(
     assert row.latency_ms < 1500
 
 
-def test_a_second_delivery_of_the_task_finds_the_turn_claimed(ref: SessionRef, chat: Any, endpoint: Any,
-                                                              model_server: ScriptedModelServer) -> None:
+def test_a_second_delivery_of_the_task_finds_the_turn_claimed(
+    ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer
+) -> None:
     model_server.push(answer("once"))
     turn = turns.start(ref, chat.pk, "hello", impersonated=False)
     run_turn(str(turn.pk))
@@ -163,8 +185,12 @@ def test_a_malformed_ref_runs_nothing(db: Any) -> None:
 
 
 def test_a_message_the_database_refuses_ends_the_turn_as_store_failed(
-    ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer, declare: Any,
-    caplog: pytest.LogCaptureFixture
+    ref: SessionRef,
+    chat: Any,
+    endpoint: Any,
+    model_server: ScriptedModelServer,
+    declare: Any,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     declare(lambda ctx: {"text": "SECRET-PART\u0000rest"}, name="nul")  # PostgreSQL's jsonb takes no NUL
     model_server.push(tool_calls(("nul", {})), answer("never"))

@@ -1,4 +1,5 @@
 """How a turn ends, however it ends, and the sweep for dead workers and lost queues (SPEC §3.4)."""
+
 from __future__ import annotations
 
 import uuid
@@ -63,19 +64,23 @@ def test_end_turn_is_idempotent(ref: SessionRef, chat: Any, endpoint: Any) -> No
     assert not Lock.objects.exists()
 
 
-@pytest.mark.parametrize("status, reason, notice", [
-    (Status.STOPPED, "", "stopped"),
-    (Status.DEADLINE, "", "deadline"),
-    (Status.INTERRUPTED, "store_failed", "interrupted"),
-    (Status.FAILED, "session_ended", "session_ended"),
-    (Status.FAILED, "forbidden", "forbidden"),
-    (Status.FAILED, "lock_lost", "lock_lost"),
-    (Status.FAILED, "chat_gone", None),
-    (Status.FAILED, "model_failed", None),  # the runner wrote its model_failed notice itself
-    (Status.FINISHED, "", None),
-])
-def test_end_turn_writes_the_notice_its_end_calls_for(ref: SessionRef, chat: Any, endpoint: Any, status: str,
-                                                      reason: str, notice: str | None) -> None:
+@pytest.mark.parametrize(
+    "status, reason, notice",
+    [
+        (Status.STOPPED, "", "stopped"),
+        (Status.DEADLINE, "", "deadline"),
+        (Status.INTERRUPTED, "store_failed", "interrupted"),
+        (Status.FAILED, "session_ended", "session_ended"),
+        (Status.FAILED, "forbidden", "forbidden"),
+        (Status.FAILED, "lock_lost", "lock_lost"),
+        (Status.FAILED, "chat_gone", None),
+        (Status.FAILED, "model_failed", None),  # the runner wrote its model_failed notice itself
+        (Status.FINISHED, "", None),
+    ],
+)
+def test_end_turn_writes_the_notice_its_end_calls_for(
+    ref: SessionRef, chat: Any, endpoint: Any, status: str, reason: str, notice: str | None
+) -> None:
     monitor.end_turn(running(ref, chat), status, reason=reason)
     assert notices(chat) == ([notice] if notice else [])
 
@@ -96,8 +101,9 @@ def test_end_turn_releases_only_its_own_locks(ref: SessionRef, chat: Any, endpoi
     assert list(Lock.objects.values_list("holder", flat=True)) == [newer]
 
 
-def test_sweep_ends_a_running_turn_whose_lease_ran_out_and_frees_the_chat(ref: SessionRef, chat: Any,
-                                                                          endpoint: Any) -> None:
+def test_sweep_ends_a_running_turn_whose_lease_ran_out_and_frees_the_chat(
+    ref: SessionRef, chat: Any, endpoint: Any
+) -> None:
     dead = running(ref, chat)
     expire_leases(dead)
     assert sweep_turns() == 1
@@ -122,8 +128,9 @@ def test_sweep_leaves_a_running_turn_with_a_live_lease(ref: SessionRef, chat: An
     assert Turn.objects.get(pk=alive.pk).status == "running" and notices(chat) == []
 
 
-def test_sweep_queues_again_a_turn_still_queued_after_queued_requeue_s(ref: SessionRef, chat: Any, endpoint: Any,
-                                                                       published: list[Any]) -> None:
+def test_sweep_queues_again_a_turn_still_queued_after_queued_requeue_s(
+    ref: SessionRef, chat: Any, endpoint: Any, published: list[Any]
+) -> None:
     # given: a turn the broker lost, queued 31 s ago; its leases ran out meanwhile, nobody took them
     turn = turns.start(ref, chat.pk, "hello", impersonated=False)
     Turn.objects.filter(pk=turn.pk).update(created_at=timezone.now() - timedelta(seconds=31))
@@ -135,8 +142,9 @@ def test_sweep_queues_again_a_turn_still_queued_after_queued_requeue_s(ref: Sess
     assert notices(chat) == []
 
 
-def test_sweep_does_not_queue_again_a_turn_queued_recently(ref: SessionRef, chat: Any, endpoint: Any,
-                                                            published: list[Any]) -> None:
+def test_sweep_does_not_queue_again_a_turn_queued_recently(
+    ref: SessionRef, chat: Any, endpoint: Any, published: list[Any]
+) -> None:
     turn = turns.start(ref, chat.pk, "hello", impersonated=False)
     with agent_conf(QUEUED_REQUEUE_S=60):
         Turn.objects.filter(pk=turn.pk).update(created_at=timezone.now() - timedelta(seconds=31))
@@ -144,18 +152,21 @@ def test_sweep_does_not_queue_again_a_turn_queued_recently(ref: SessionRef, chat
     assert published == []
 
 
-def test_sweep_ends_a_queued_turn_past_its_deadline(ref: SessionRef, chat: Any, endpoint: Any,
-                                                    published: list[Any]) -> None:
+def test_sweep_ends_a_queued_turn_past_its_deadline(
+    ref: SessionRef, chat: Any, endpoint: Any, published: list[Any]
+) -> None:
     turn = turns.start(ref, chat.pk, "hello", impersonated=False)
-    Turn.objects.filter(pk=turn.pk).update(created_at=timezone.now() - timedelta(seconds=200),
-                                           deadline_at=timezone.now() - timedelta(seconds=1))
+    Turn.objects.filter(pk=turn.pk).update(
+        created_at=timezone.now() - timedelta(seconds=200), deadline_at=timezone.now() - timedelta(seconds=1)
+    )
     monitor.sweep()
     assert published == []
     assert Turn.objects.get(pk=turn.pk).status == "interrupted" and notices(chat) == ["interrupted"]
 
 
-def test_sweep_ends_a_queued_turn_whose_chat_was_taken_over(ref: SessionRef, chat: Any, endpoint: Any,
-                                                            published: list[Any]) -> None:
+def test_sweep_ends_a_queued_turn_whose_chat_was_taken_over(
+    ref: SessionRef, chat: Any, endpoint: Any, published: list[Any]
+) -> None:
     turn = turns.start(ref, chat.pk, "hello", impersonated=False)
     Turn.objects.filter(pk=turn.pk).update(created_at=timezone.now() - timedelta(seconds=31))
     expire_leases(turn)
@@ -164,8 +175,9 @@ def test_sweep_ends_a_queued_turn_whose_chat_was_taken_over(ref: SessionRef, cha
     assert published == [] and Turn.objects.get(pk=turn.pk).status == "interrupted"
 
 
-def test_a_worker_claiming_a_turn_that_waited_past_its_lease_gets_it_back(ref: SessionRef, chat: Any,
-                                                                          endpoint: Any) -> None:
+def test_a_worker_claiming_a_turn_that_waited_past_its_lease_gets_it_back(
+    ref: SessionRef, chat: Any, endpoint: Any
+) -> None:
     turn = turns.start(ref, chat.pk, "hello", impersonated=False)
     expire_leases(turn)  # a busy broker: nothing renews a queued turn's lease
     claimed = runner.claim(turn.pk)

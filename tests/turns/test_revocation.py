@@ -1,4 +1,5 @@
 """Rights lost while the model thinks: no tool step starts with them (SPEC §14, §15)."""
+
 from __future__ import annotations
 
 import threading
@@ -10,8 +11,8 @@ from django.contrib.auth.models import Permission
 from agent import turns
 from agent.models import AgentSettings, Message
 from agent.tasks import run_turn
-from tests.notes.models import Note
 from tests.model_server import answer, tool_calls
+from tests.notes.models import Note
 
 from .conftest import messages_of
 
@@ -87,8 +88,12 @@ def _deactivate(session: Any, user: Any) -> None:
 
 @pytest.mark.parametrize(
     ("revoke", "reason"),
-    [(_logout, "session_ended"), (_change_password, "session_ended"), (_lose_use_agent, "forbidden"),
-     (_deactivate, "session_ended")],
+    [
+        (_logout, "session_ended"),
+        (_change_password, "session_ended"),
+        (_lose_use_agent, "forbidden"),
+        (_deactivate, "session_ended"),
+    ],
     ids=["logout", "password", "permission", "deactivated"],
 )
 def test_a_revocation_during_the_first_tool_call_starts_none_of_the_rest(

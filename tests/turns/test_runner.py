@@ -1,4 +1,5 @@
 """The rounds of a turn, run in this process through ``agent.tasks.run_turn`` (SPEC §3.1, §3.2, §3.5, §7)."""
+
 from __future__ import annotations
 
 import json
@@ -39,8 +40,9 @@ def shape(chat: Any) -> list[tuple[str, str]]:
 # -- the user's message, the request ------------------------------------------------
 
 
-def test_the_users_message_is_stored_first_and_sent_last(ref: SessionRef, chat: Any, endpoint: Any,
-                                                         model_server: ScriptedModelServer) -> None:
+def test_the_users_message_is_stored_first_and_sent_last(
+    ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer
+) -> None:
     model_server.push(answer("hi back"))
     turn = turns.start(ref, chat.pk, "hello there", impersonated=False)
     assert messages_of(chat) == []  # a turn that never ran leaves nothing
@@ -63,8 +65,9 @@ def test_the_users_message_is_stored_even_when_the_session_ended_before_the_task
     assert model_server.requests == []
 
 
-def test_the_earlier_chat_goes_before_this_turn(ref: SessionRef, chat: Any, endpoint: Any,
-                                                model_server: ScriptedModelServer) -> None:
+def test_the_earlier_chat_goes_before_this_turn(
+    ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer
+) -> None:
     model_server.push(answer("first answer"), answer("second answer"))
     run(ref, chat, "first question")
     run(ref, chat, "second question")
@@ -87,8 +90,9 @@ def test_the_system_prompt_carries_site_and_user_instructions_and_the_marker(
     assert "⟦off_purpose: " in prompt and "confirm" in prompt.lower()
 
 
-def test_the_call_is_attributed_to_the_answer_and_the_turn(ref: SessionRef, user: Any, chat: Any, endpoint: Any,
-                                                           model_server: ScriptedModelServer) -> None:
+def test_the_call_is_attributed_to_the_answer_and_the_turn(
+    ref: SessionRef, user: Any, chat: Any, endpoint: Any, model_server: ScriptedModelServer
+) -> None:
     model_server.push(answer("hi", usage={"prompt_tokens": 1000, "completion_tokens": 500, "total_tokens": 1500}))
     turn = run(ref, chat)
     reply = messages_of(chat)[-1]
@@ -103,8 +107,9 @@ def test_the_call_is_attributed_to_the_answer_and_the_turn(ref: SessionRef, user
     assert reply.latency_ms == row.latency_ms
 
 
-def test_content_is_captured_only_when_capture_content_is_on(ref: SessionRef, chat: Any, endpoint: Any,
-                                                              model_server: ScriptedModelServer) -> None:
+def test_content_is_captured_only_when_capture_content_is_on(
+    ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer
+) -> None:
     with agent_conf(CAPTURE_CONTENT=True):
         run(ref, chat, "capture me")
     captured = AIRequest.objects.get().captured
@@ -136,21 +141,24 @@ def test_tools_are_listed_anew_each_round_and_only_this_rounds_reach_the_executo
     assert [(m.tool_outcome, m.tool_result["error"]) for m in search] == [("denied", "denied")]
 
 
-def test_a_tool_not_shown_never_runs(ref: SessionRef, chat: Any, endpoint: Any,
-                                     model_server: ScriptedModelServer, declare: Any) -> None:
+def test_a_tool_not_shown_never_runs(
+    ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer, declare: Any
+) -> None:
     runs: list[int] = []
     declare(lambda ctx: runs.append(1), name="staff_only", permission="agent.manage_agent")
     model_server.push(tool_calls(("staff_only", {}), ("no_such_tool", {})), answer("ok"))
     run(ref, chat)
     assert "staff_only" not in tool_names(model_server.requests[0])
     assert [(m.tool_name, m.tool_outcome) for m in messages_of(chat) if m.role == "tool"] == [
-        ("staff_only", "denied"), ("no_such_tool", "denied"),
+        ("staff_only", "denied"),
+        ("no_such_tool", "denied"),
     ]
     assert runs == []
 
 
-def test_the_eleventh_call_of_a_round_is_denied(ref: SessionRef, chat: Any, endpoint: Any,
-                                                model_server: ScriptedModelServer, counter: list[Any]) -> None:
+def test_the_eleventh_call_of_a_round_is_denied(
+    ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer, counter: list[Any]
+) -> None:
     model_server.push(tool_calls(*[("count_me", {"n": i}) for i in range(11)]), answer("ok"))
     run(ref, chat)
     outcomes = [m.tool_outcome for m in messages_of(chat) if m.role == "tool"]
@@ -158,8 +166,9 @@ def test_the_eleventh_call_of_a_round_is_denied(ref: SessionRef, chat: Any, endp
     assert [r["n"] for r in counter] == list(range(10))
 
 
-def test_a_read_result_goes_back_to_the_model(ref: SessionRef, chat: Any, endpoint: Any,
-                                             model_server: ScriptedModelServer, counter: list[Any]) -> None:
+def test_a_read_result_goes_back_to_the_model(
+    ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer, counter: list[Any]
+) -> None:
     model_server.push(tool_calls(("count_me", {"n": 1}, "call_a")), answer("ok"))
     run(ref, chat)
     sent = model_server.requests[1]["messages"]
@@ -182,8 +191,9 @@ def test_a_tool_that_raises_is_an_error_result_with_its_class_name_only(
     assert turn.status == Turn.Status.FINISHED
 
 
-def test_invalid_arguments_go_back_to_the_model_to_correct(ref: SessionRef, chat: Any, endpoint: Any,
-                                                           model_server: ScriptedModelServer) -> None:
+def test_invalid_arguments_go_back_to_the_model_to_correct(
+    ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer
+) -> None:
     model_server.push(
         tool_calls(("notes_read", {"note_id": "seven"}), ("notes_read", "{not json")),
         answer("sorry"),
@@ -196,8 +206,9 @@ def test_invalid_arguments_go_back_to_the_model_to_correct(ref: SessionRef, chat
     assert "note_id" in returned[0]["content"]
 
 
-def test_a_result_over_tool_result_chars_is_cut_and_flagged(ref: SessionRef, chat: Any, endpoint: Any,
-                                                             model_server: ScriptedModelServer, declare: Any) -> None:
+def test_a_result_over_tool_result_chars_is_cut_and_flagged(
+    ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer, declare: Any
+) -> None:
     declare(lambda ctx: {"text": "x" * 500}, name="big")
     model_server.push(tool_calls(("big", {})), answer("ok"))
     with agent_conf(TOOL_RESULT_CHARS=100):
@@ -208,8 +219,9 @@ def test_a_result_over_tool_result_chars_is_cut_and_flagged(ref: SessionRef, cha
     assert tool_messages(model_server.requests[1])[0]["content"] == stored.tool_result
 
 
-def test_a_result_within_tool_result_chars_is_kept_whole(ref: SessionRef, chat: Any, endpoint: Any,
-                                                          model_server: ScriptedModelServer, declare: Any) -> None:
+def test_a_result_within_tool_result_chars_is_kept_whole(
+    ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer, declare: Any
+) -> None:
     declare(lambda ctx: {"text": "x" * 10}, name="small")
     model_server.push(tool_calls(("small", {})), answer("ok"))
     with agent_conf(TOOL_RESULT_CHARS=100):
@@ -222,7 +234,9 @@ def test_older_results_beyond_ten_times_tool_result_chars_are_sent_as_a_stub(
     ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer, declare: Any
 ) -> None:
     # given: results of 100 characters each (cut), a budget of 1,000
-    declare(lambda ctx, n=0: "y" * 300, name="big", parameters={"type": "object", "properties": {"n": {"type": "integer"}}})
+    declare(
+        lambda ctx, n=0: "y" * 300, name="big", parameters={"type": "object", "properties": {"n": {"type": "integer"}}}
+    )
     model_server.push(
         tool_calls(*[("big", {"n": i}, f"r1_{i}") for i in range(10)]),  # round 1: 1,000 characters
         tool_calls(("big", {"n": 10}, "r2_0")),  # round 2: 100 more
@@ -241,8 +255,9 @@ def test_older_results_beyond_ten_times_tool_result_chars_are_sent_as_a_stub(
     assert kept.tool_result == '"' + "y" * 99  # the database keeps what was stored
 
 
-def test_nameless_tool_calls_are_dropped(ref: SessionRef, chat: Any, endpoint: Any,
-                                         model_server: ScriptedModelServer, counter: list[Any]) -> None:
+def test_nameless_tool_calls_are_dropped(
+    ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer, counter: list[Any]
+) -> None:
     reply = tool_calls(("count_me", {"n": 1}, "call_named"))
     reply["tool_calls"].insert(0, NAMELESS)
     model_server.push(reply, answer("ok"))
@@ -256,8 +271,11 @@ def test_nameless_tool_calls_are_dropped(ref: SessionRef, chat: Any, endpoint: A
     assert [m["tool_call_id"] for m in tool_messages(model_server.requests[1])] == ["call_named"]
 
 
-@pytest.mark.parametrize("reply", [answer(""), answer("  \n "), {"content": "", "tool_calls": [NAMELESS]}],
-                         ids=["empty", "blank", "nameless_call_only"])
+@pytest.mark.parametrize(
+    "reply",
+    [answer(""), answer("  \n "), {"content": "", "tool_calls": [NAMELESS]}],
+    ids=["empty", "blank", "nameless_call_only"],
+)
 def test_an_answer_with_no_text_and_no_call_is_an_empty_answer_notice(
     ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer, reply: dict[str, Any]
 ) -> None:
@@ -283,13 +301,17 @@ def test_an_off_purpose_marker_at_the_very_end_is_cut_and_flags_once(
     assert "⟦" not in model_server.requests[1]["messages"][-2]["content"]
 
 
-@pytest.mark.parametrize("text", [
-    "⟦off_purpose: weather⟧ is what the model might write first",
-    "Two markers ⟦off_purpose: a⟧ here ⟦off_purpose: b⟧ and text after",
-    "An unclosed ⟦off_purpose: weather",
-])
-def test_a_marker_anywhere_else_stays_and_flags_nothing(ref: SessionRef, chat: Any, endpoint: Any,
-                                                        model_server: ScriptedModelServer, text: str) -> None:
+@pytest.mark.parametrize(
+    "text",
+    [
+        "⟦off_purpose: weather⟧ is what the model might write first",
+        "Two markers ⟦off_purpose: a⟧ here ⟦off_purpose: b⟧ and text after",
+        "An unclosed ⟦off_purpose: weather",
+    ],
+)
+def test_a_marker_anywhere_else_stays_and_flags_nothing(
+    ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer, text: str
+) -> None:
     model_server.push(answer(text))
     run(ref, chat)
     assert messages_of(chat)[-1].content == text
@@ -305,16 +327,20 @@ def test_the_last_round_shows_no_tools_and_calls_still_made_end_with_max_rounds(
     first, last = model_server.requests
     assert "count_me" in tool_names(first) and "tools" not in last
     assert shape(chat) == [
-        ("user", ""), ("assistant", ""), ("tool", "ok"), ("assistant", ""), ("tool", "denied"),
+        ("user", ""),
+        ("assistant", ""),
+        ("tool", "ok"),
+        ("assistant", ""),
+        ("tool", "denied"),
         ("notice", "max_rounds"),
     ]
     assert len(counter) == 1  # the last round's call did not run
     assert turn.status == Turn.Status.FINISHED
 
 
-def test_an_answer_in_the_last_round_ends_without_max_rounds(ref: SessionRef, chat: Any, endpoint: Any,
-                                                             model_server: ScriptedModelServer,
-                                                             counter: list[Any]) -> None:
+def test_an_answer_in_the_last_round_ends_without_max_rounds(
+    ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer, counter: list[Any]
+) -> None:
     model_server.push(tool_calls(("count_me", {})), answer("from what I have"))
     with agent_conf(MAX_TOOL_ROUNDS=2):
         run(ref, chat)
@@ -324,17 +350,27 @@ def test_an_answer_in_the_last_round_ends_without_max_rounds(ref: SessionRef, ch
 # -- a write -----------------------------------------------------------------------
 
 
-def test_a_write_becomes_a_card_and_ends_the_turn(ref: SessionRef, user: Any, chat: Any, endpoint: Any,
-                                                  model_server: ScriptedModelServer) -> None:
+def test_a_write_becomes_a_card_and_ends_the_turn(
+    ref: SessionRef, user: Any, chat: Any, endpoint: Any, model_server: ScriptedModelServer
+) -> None:
     model_server.push(tool_calls(("notes_create", {"title": "Buy milk"}, "call_w")), answer("Done!"))
     turn = run(ref, chat)
     card = Confirmation.objects.get()
     asked, proposal = messages_of(chat)[1:]
     assert (proposal.tool_outcome, proposal.confirmation_id, proposal.assistant_message_id) == (
-        "needs_confirmation", card.pk, asked.pk)
+        "needs_confirmation",
+        card.pk,
+        asked.pk,
+    )
     assert proposal.tool_result == {"status": "confirmation_required", "confirmation_id": str(card.pk)}
     assert (card.user_id, card.conversation_id, card.turn_id, card.call_id, card.arguments, card.status) == (
-        user.pk, chat.pk, turn.pk, "call_w", {"title": "Buy milk"}, "waiting")
+        user.pk,
+        chat.pk,
+        turn.pk,
+        "call_w",
+        {"title": "Buy milk"},
+        "waiting",
+    )
     assert len(model_server.requests) == 1  # no answer can claim the change was made
     assert turn.status == Turn.Status.FINISHED
 
@@ -350,8 +386,9 @@ def test_a_read_after_a_waiting_write_is_held_and_the_turn_ends_after_the_round(
     assert counter == [] and len(model_server.requests) == 1
 
 
-def test_a_second_write_in_one_answer_is_denied(ref: SessionRef, chat: Any, endpoint: Any,
-                                                model_server: ScriptedModelServer) -> None:
+def test_a_second_write_in_one_answer_is_denied(
+    ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer
+) -> None:
     model_server.push(tool_calls(("notes_create", {"title": "a"}), ("notes_create", {"title": "b"})))
     run(ref, chat)
     tools = [m for m in messages_of(chat) if m.role == "tool"]
@@ -360,19 +397,21 @@ def test_a_second_write_in_one_answer_is_denied(ref: SessionRef, chat: Any, endp
     assert list(Confirmation.objects.values_list("arguments", flat=True)) == [{"title": "a"}]
 
 
-def test_a_write_whose_call_id_another_call_shares_is_denied(ref: SessionRef, chat: Any, endpoint: Any,
-                                                             model_server: ScriptedModelServer,
-                                                             counter: list[Any]) -> None:
+def test_a_write_whose_call_id_another_call_shares_is_denied(
+    ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer, counter: list[Any]
+) -> None:
     model_server.push(tool_calls(("count_me", {}, "same"), ("notes_create", {"title": "a"}, "same")), answer("ok"))
     run(ref, chat)
     assert [m.tool_outcome for m in messages_of(chat) if m.role == "tool"] == ["ok", "denied"]
     assert not Confirmation.objects.exists()
 
 
-def test_a_write_like_a_card_that_still_waits_is_denied(ref: SessionRef, chat: Any, endpoint: Any,
-                                                        model_server: ScriptedModelServer) -> None:
-    model_server.push(tool_calls(("notes_create", {"title": "a"})), tool_calls(("notes_create", {"title": "a"})),
-                      answer("ok"))
+def test_a_write_like_a_card_that_still_waits_is_denied(
+    ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer
+) -> None:
+    model_server.push(
+        tool_calls(("notes_create", {"title": "a"})), tool_calls(("notes_create", {"title": "a"})), answer("ok")
+    )
     run(ref, chat, "make a note")
     run(ref, chat, "make it again")
     last = [m for m in messages_of(chat) if m.role == "tool"][-1]
@@ -381,11 +420,14 @@ def test_a_write_like_a_card_that_still_waits_is_denied(ref: SessionRef, chat: A
     assert Confirmation.objects.count() == 1
 
 
-def test_a_client_sees_no_result_or_arguments_of_the_turns_tools(ref: SessionRef, chat: Any, endpoint: Any,
-                                                                 model_server: ScriptedModelServer,
-                                                                 declare: Any) -> None:
-    declare(lambda ctx, q="": {"value": "TOP-SECRET-RESULT"}, name="secret_read",
-            parameters={"type": "object", "properties": {"q": {"type": "string"}}})
+def test_a_client_sees_no_result_or_arguments_of_the_turns_tools(
+    ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer, declare: Any
+) -> None:
+    declare(
+        lambda ctx, q="": {"value": "TOP-SECRET-RESULT"},
+        name="secret_read",
+        parameters={"type": "object", "properties": {"q": {"type": "string"}}},
+    )
     model_server.push(tool_calls(("secret_read", {"q": "SECRET-ARGUMENT"})), answer("ok"))
     run(ref, chat)
     seen = json.dumps(get_conversation(ref, chat.pk, impersonated=False), default=str)
@@ -401,23 +443,23 @@ def test_a_model_error_is_a_model_failed_notice_with_its_code_and_no_provider_te
     model_server.push(error(429, message="PROVIDER-TEXT-acct-4711"))
     turn = run(ref, chat)
     notice = messages_of(chat)[-1]
-    assert (notice.role, notice.notice_code, notice.notice_params["code"]) == ("notice", "model_failed",
-                                                                               "rate_limited")
+    assert (notice.role, notice.notice_code, notice.notice_params["code"]) == ("notice", "model_failed", "rate_limited")
     assert "PROVIDER-TEXT" not in json.dumps([notice.content, notice.notice_params])
     assert (turn.status, turn.end_reason) == ("failed", "model_failed")
     assert Message.objects.filter(role="notice").count() == 1  # one notice, written in one place
 
 
-def test_a_server_error_keeps_its_http_status(ref: SessionRef, chat: Any, endpoint: Any,
-                                             model_server: ScriptedModelServer) -> None:
+def test_a_server_error_keeps_its_http_status(
+    ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer
+) -> None:
     model_server.push(error(503))
     run(ref, chat)
     assert messages_of(chat)[-1].notice_params == {"code": "api_error", "status": 503}
 
 
-def test_the_budget_is_checked_again_before_each_model_call(ref: SessionRef, user: Any, chat: Any,
-                                                            endpoint: Any, model_server: ScriptedModelServer,
-                                                            declare: Any) -> None:
+def test_the_budget_is_checked_again_before_each_model_call(
+    ref: SessionRef, user: Any, chat: Any, endpoint: Any, model_server: ScriptedModelServer, declare: Any
+) -> None:
     def spend(ctx: Any) -> str:
         AIRequest.objects.create(user=ctx.user, source="x", task="x", status="success", cost_usd=Decimal(5))
         return "spent"
@@ -438,9 +480,9 @@ def request_text(request: dict[str, Any]) -> str:
     return json.dumps(request["messages"], ensure_ascii=False)
 
 
-def test_earlier_turns_tool_calls_and_results_are_not_sent_again(ref: SessionRef, chat: Any, endpoint: Any,
-                                                                  model_server: ScriptedModelServer,
-                                                                  declare: Any) -> None:
+def test_earlier_turns_tool_calls_and_results_are_not_sent_again(
+    ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer, declare: Any
+) -> None:
     declare(lambda ctx: {"value": "OLD-SECRET-RESULT"}, name="secret_read")
     model_server.push(tool_calls(("secret_read", {})), answer("first answer"), answer("second answer"))
     run(ref, chat, "first")
@@ -465,8 +507,9 @@ def test_a_confirmed_card_reaches_the_next_turn_as_its_phrase_in_the_users_langu
     assert "Buy milk" not in request_text(model_server.requests[1])
 
 
-def test_a_card_that_ran_out_is_settled_before_the_chat_is_read(ref: SessionRef, chat: Any, endpoint: Any,
-                                                                model_server: ScriptedModelServer) -> None:
+def test_a_card_that_ran_out_is_settled_before_the_chat_is_read(
+    ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer
+) -> None:
     model_server.push(tool_calls(("notes_create", {"title": "a"})), answer("ok"))
     run(ref, chat, "make a note")
     Confirmation.objects.update(expires_at=timezone.now())

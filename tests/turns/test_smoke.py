@@ -19,7 +19,11 @@ def test_a_turn_reads_then_proposes_a_write(ref, endpoint, model_server):
     view = get_conversation(ref, chat.pk, impersonated=False)
     roles = [(m["role"], m["tool_outcome"]) for m in view["messages"]]
     assert roles == [
-        ("user", None), ("assistant", None), ("tool", "ok"), ("assistant", None), ("tool", "needs_confirmation"),
+        ("user", None),
+        ("assistant", None),
+        ("tool", "ok"),
+        ("assistant", None),
+        ("tool", "needs_confirmation"),
     ]
     turn.refresh_from_db()
     assert turn.status == "finished" and turn.session_key == ""

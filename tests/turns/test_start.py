@@ -1,4 +1,5 @@
 """``agent.turns.start`` and ``stop``: the checks in order, the Turn row, the task on commit (SPEC §3)."""
+
 from __future__ import annotations
 
 import uuid
@@ -15,7 +16,15 @@ from agent import turns
 from agent.access import SessionRef
 from agent.conversations import create_conversation, delete_conversation
 from agent.errors import (
-    Blocked, Busy, BudgetExceeded, Forbidden, Impersonated, NotConfigured, NotFound, Refusal, SessionGone,
+    Blocked,
+    BudgetExceeded,
+    Busy,
+    Forbidden,
+    Impersonated,
+    NotConfigured,
+    NotFound,
+    Refusal,
+    SessionGone,
     TooManyTurns,
 )
 from agent.models import AgentSettings, AIRequest, Endpoint, Lock, OffPurposeFlag, Turn, UserSettings
@@ -50,8 +59,11 @@ def test_the_checks_answer_in_order_each_with_its_code(db: Any) -> None:
     busy_holder = uuid.uuid4()
     assert locks.take(locks.chat_lock(chat.pk), busy_holder)
     state: dict[str, Any] = {
-        "ref": SessionRef(session_key="gone" * 8, user_id=user.pk), "chat": uuid.uuid4(), "text": "  ",
-        "attachments": [uuid.uuid4() for _ in range(6)], "impersonated": True,
+        "ref": SessionRef(session_key="gone" * 8, user_id=user.pk),
+        "chat": uuid.uuid4(),
+        "text": "  ",
+        "attachments": [uuid.uuid4() for _ in range(6)],
+        "impersonated": True,
     }
     others: list[Turn] = []
 
@@ -61,8 +73,13 @@ def test_the_checks_answer_in_order_each_with_its_code(db: Any) -> None:
             others.append(turns.start(good_ref, other.pk, "hi", impersonated=False))
 
     def start() -> Turn:
-        return turns.start(state["ref"], state["chat"], state["text"], attachment_ids=state["attachments"],
-                           impersonated=state["impersonated"])
+        return turns.start(
+            state["ref"],
+            state["chat"],
+            state["text"],
+            attachment_ids=state["attachments"],
+            impersonated=state["impersonated"],
+        )
 
     # when each failure is fixed in turn, the next one answers
     fixes: list[tuple[str, Callable[[], None]]] = [
@@ -84,8 +101,9 @@ def test_the_checks_answer_in_order_each_with_its_code(db: Any) -> None:
     assert start().status == Turn.Status.QUEUED
 
 
-def test_impersonated_reads_and_writes_nothing(ref: SessionRef, chat: Any, endpoint: Any,
-                                               django_assert_num_queries: Any) -> None:
+def test_impersonated_reads_and_writes_nothing(
+    ref: SessionRef, chat: Any, endpoint: Any, django_assert_num_queries: Any
+) -> None:
     with django_assert_num_queries(0), pytest.raises(Impersonated):
         turns.start(ref, chat.pk, "hello", impersonated=True)
 
@@ -125,8 +143,9 @@ def test_a_chat_that_is_not_the_users_live_one_is_not_found(ref: SessionRef, end
 
 
 @pytest.mark.parametrize("text", ["", "   \n\t", None, 42])
-def test_blank_or_non_text_is_a_validation_error_on_content(ref: SessionRef, chat: Any, endpoint: Any,
-                                                            text: Any) -> None:
+def test_blank_or_non_text_is_a_validation_error_on_content(
+    ref: SessionRef, chat: Any, endpoint: Any, text: Any
+) -> None:
     with pytest.raises(ValidationError) as raised:
         turns.start(ref, chat.pk, text, impersonated=False)
     assert "content" in raised.value.message_dict
@@ -163,15 +182,15 @@ def test_a_disabled_endpoint_is_not_configured(ref: SessionRef, chat: Any, endpo
     assert raised.value.code == "endpoint_not_configured"
 
 
-def test_a_disabled_personal_endpoint_falls_back_to_the_default(ref: SessionRef, user: Any, chat: Any,
-                                                               endpoint: Endpoint) -> None:
+def test_a_disabled_personal_endpoint_falls_back_to_the_default(
+    ref: SessionRef, user: Any, chat: Any, endpoint: Endpoint
+) -> None:
     own = Endpoint.objects.create(name="own", base_url="http://127.0.0.1:9/v1", model="m", enabled=False)
     UserSettings.objects.create(user=user, endpoint=own)
     assert turns.start(ref, chat.pk, "hello", impersonated=False).endpoint_id == endpoint.pk
 
 
-def test_the_budget_refuses_with_the_limit_that_was_hit(ref: SessionRef, user: Any, chat: Any,
-                                                       endpoint: Any) -> None:
+def test_the_budget_refuses_with_the_limit_that_was_hit(ref: SessionRef, user: Any, chat: Any, endpoint: Any) -> None:
     AgentSettings.objects.filter(pk=1).update(daily_cost_per_user=Decimal("0.50"))
     AIRequest.objects.create(user=user, source="agent", task="agent.chat", status="success", cost_usd=Decimal(1))
     with pytest.raises(BudgetExceeded) as raised:
@@ -180,8 +199,7 @@ def test_the_budget_refuses_with_the_limit_that_was_hit(ref: SessionRef, user: A
     assert not Turn.objects.exists() and not Lock.objects.exists()
 
 
-def test_off_purpose_flags_over_the_limit_block_new_turns(ref: SessionRef, user: Any, chat: Any,
-                                                         endpoint: Any) -> None:
+def test_off_purpose_flags_over_the_limit_block_new_turns(ref: SessionRef, user: Any, chat: Any, endpoint: Any) -> None:
     for _ in range(3):
         OffPurposeFlag.objects.create(user=user, turn_ref=uuid.uuid4(), reason="weather")
     with pytest.raises(Blocked) as raised:
@@ -196,8 +214,7 @@ def test_flags_older_than_a_day_do_not_block(ref: SessionRef, user: Any, chat: A
     assert turns.start(ref, chat.pk, "hello", impersonated=False)
 
 
-def test_a_second_start_in_a_busy_chat_is_busy_and_leaves_no_trace(ref: SessionRef, chat: Any,
-                                                                   endpoint: Any) -> None:
+def test_a_second_start_in_a_busy_chat_is_busy_and_leaves_no_trace(ref: SessionRef, chat: Any, endpoint: Any) -> None:
     first = turns.start(ref, chat.pk, "one", impersonated=False)
     with pytest.raises(Busy) as raised:
         turns.start(ref, chat.pk, "two", impersonated=False)
@@ -206,8 +223,7 @@ def test_a_second_start_in_a_busy_chat_is_busy_and_leaves_no_trace(ref: SessionR
     assert set(Lock.objects.values_list("holder", flat=True)) == {first.pk}
 
 
-def test_a_fourth_turn_of_one_user_is_too_many_and_frees_the_chat(ref: SessionRef, user: Any,
-                                                                  endpoint: Any) -> None:
+def test_a_fourth_turn_of_one_user_is_too_many_and_frees_the_chat(ref: SessionRef, user: Any, endpoint: Any) -> None:
     chats = [create_conversation(ref, {}, impersonated=False) for _ in range(4)]
     for chat in chats[:3]:
         turns.start(ref, chat.pk, "hi", impersonated=False)
@@ -218,8 +234,7 @@ def test_a_fourth_turn_of_one_user_is_too_many_and_frees_the_chat(ref: SessionRe
     assert Turn.objects.count() == 3
 
 
-def test_another_users_turns_do_not_count_against_a_user(ref: SessionRef, make_user: Any,
-                                                         endpoint: Any) -> None:
+def test_another_users_turns_do_not_count_against_a_user(ref: SessionRef, make_user: Any, endpoint: Any) -> None:
     for _ in range(3):
         chat = create_conversation(ref, {}, impersonated=False)
         turns.start(ref, chat.pk, "hi", impersonated=False)
@@ -229,8 +244,9 @@ def test_another_users_turns_do_not_count_against_a_user(ref: SessionRef, make_u
     assert turns.start(other_ref, other_chat.pk, "hi", impersonated=False)
 
 
-def test_the_turn_row_is_queued_with_deadline_language_and_session_key(ref: SessionRef, user: Any, chat: Any,
-                                                                      endpoint: Endpoint) -> None:
+def test_the_turn_row_is_queued_with_deadline_language_and_session_key(
+    ref: SessionRef, user: Any, chat: Any, endpoint: Endpoint
+) -> None:
     before = timezone.now()
     with agent_conf(TURN_DEADLINE_S=77), translation.override("ru"):
         turn = turns.start(ref, chat.pk, "hello there", impersonated=False)
@@ -240,14 +256,17 @@ def test_the_turn_row_is_queued_with_deadline_language_and_session_key(ref: Sess
     assert before + timedelta(seconds=77) <= turn.deadline_at <= after + timedelta(seconds=77)
     assert turn.language == "ru"  # the request's language, the user having none of their own
     assert turn.session_key == ref.session_key
-    assert (turn.conversation_id, turn.user_id, turn.endpoint_id, turn.text) == (chat.pk, user.pk, endpoint.pk,
-                                                                                  "hello there")
+    assert (turn.conversation_id, turn.user_id, turn.endpoint_id, turn.text) == (
+        chat.pk,
+        user.pk,
+        endpoint.pk,
+        "hello there",
+    )
     assert turn.admission
     assert messages_of(chat) == []  # the user's message is the task's to store
 
 
-def test_the_users_own_language_wins_over_the_requests(ref: SessionRef, user: Any, chat: Any,
-                                                       endpoint: Any) -> None:
+def test_the_users_own_language_wins_over_the_requests(ref: SessionRef, user: Any, chat: Any, endpoint: Any) -> None:
     UserSettings.objects.create(user=user, language="et")
     with translation.override("ru"):
         assert turns.start(ref, chat.pk, "tere", impersonated=False).language == "et"
@@ -258,8 +277,9 @@ def test_the_session_key_is_not_in_the_turns_repr(ref: SessionRef, chat: Any, en
     assert ref.session_key not in repr(turn) + str(turn) + repr(ref)
 
 
-def test_the_task_is_queued_on_commit_with_the_ref_only(ref: SessionRef, chat: Any, endpoint: Any,
-                                                        django_capture_on_commit_callbacks: Any) -> None:
+def test_the_task_is_queued_on_commit_with_the_ref_only(
+    ref: SessionRef, chat: Any, endpoint: Any, django_capture_on_commit_callbacks: Any
+) -> None:
     published: list[dict[str, Any]] = []
 
     def record(sender: Any = None, body: Any = None, headers: Any = None, **kwargs: Any) -> None:

@@ -1,5 +1,6 @@
 """Turns run by a real Celery worker on the Redis broker, and acted on from this thread while the model
 call is slow (SPEC §3, §3.3, §3.4)."""
+
 from __future__ import annotations
 
 import uuid
@@ -33,9 +34,15 @@ def worker(django_db_setup: Any, django_db_blocker: Any) -> Iterator[Any]:
     with django_db_blocker.unblock():
         with app.connection_for_write() as conn:  # turns queued by earlier tests, for rows long gone
             conn.default_channel.queue_purge(settings.CELERY_TASK_DEFAULT_QUEUE)
-        with start_worker(app, pool="threads", concurrency=2, perform_ping_check=False,
-                          queues=[settings.CELERY_TASK_DEFAULT_QUEUE], loglevel="WARNING",
-                          shutdown_timeout=10) as started:
+        with start_worker(
+            app,
+            pool="threads",
+            concurrency=2,
+            perform_ping_check=False,
+            queues=[settings.CELERY_TASK_DEFAULT_QUEUE],
+            loglevel="WARNING",
+            shutdown_timeout=10,
+        ) as started:
             yield started
 
 
@@ -52,8 +59,9 @@ def start_slow(ref: SessionRef, chat: Any, model_server: ScriptedModelServer, *r
     return turn
 
 
-def test_a_turn_queued_on_commit_is_run_by_a_worker(worker: Any, ref: SessionRef, chat: Any, endpoint: Any,
-                                                    model_server: ScriptedModelServer) -> None:
+def test_a_turn_queued_on_commit_is_run_by_a_worker(
+    worker: Any, ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer
+) -> None:
     model_server.push(tool_calls(("notes_search", {"query": "milk"})), answer("You have no notes on milk."))
     turn = wait_ended(turns.start(ref, chat.pk, "any milk notes?", impersonated=False))
     assert (turn.status, turn.session_key) == ("finished", "")
@@ -111,8 +119,9 @@ def test_a_lock_taken_over_during_a_slow_model_call_stores_nothing_more(
     assert Lock.objects.get(name=name).holder == newer
 
 
-def test_after_a_turn_ends_the_chat_takes_a_new_one(worker: Any, ref: SessionRef, chat: Any, endpoint: Any,
-                                                    model_server: ScriptedModelServer) -> None:
+def test_after_a_turn_ends_the_chat_takes_a_new_one(
+    worker: Any, ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer
+) -> None:
     model_server.push(answer("one"), answer("two"))
     wait_ended(turns.start(ref, chat.pk, "first", impersonated=False))
     second = wait_ended(turns.start(ref, chat.pk, "second", impersonated=False))
@@ -120,8 +129,9 @@ def test_after_a_turn_ends_the_chat_takes_a_new_one(worker: Any, ref: SessionRef
     assert [m.content for m in messages_of(chat)] == ["first", "one", "second", "two"]
 
 
-def test_turns_of_two_chats_run_at_once(worker: Any, ref: SessionRef, endpoint: Any,
-                                        model_server: ScriptedModelServer) -> None:
+def test_turns_of_two_chats_run_at_once(
+    worker: Any, ref: SessionRef, endpoint: Any, model_server: ScriptedModelServer
+) -> None:
     chats = [create_conversation(ref, {}, impersonated=False) for _ in range(2)]
     model_server.push(answer("a", delay=0.5), answer("b", delay=0.5))
     started = [turns.start(ref, c.pk, "hi", impersonated=False) for c in chats]
@@ -139,8 +149,9 @@ def test_the_heartbeat_renews_the_lease_during_a_long_model_call(
     assert shape(chat) == [("user", ""), ("assistant", "")]
 
 
-def test_a_turn_tells_its_chat_by_events_that_carry_ids_only(worker: Any, ref: SessionRef, chat: Any,
-                                                             endpoint: Any, model_server: ScriptedModelServer) -> None:
+def test_a_turn_tells_its_chat_by_events_that_carry_ids_only(
+    worker: Any, ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer
+) -> None:
     listener = Listener()
     listener.join(topic(chat.pk))
     model_server.push(answer("SECRET-ANSWER-TEXT"))

@@ -1,4 +1,5 @@
 """A worker that froze past its lease writes nothing when it wakes (SPEC §3.3)."""
+
 from __future__ import annotations
 
 import threading
@@ -33,8 +34,10 @@ def _take_the_chat_while_the_model_thinks(model_server: Any, ref: Any, chat: Any
 
 @pytest.mark.parametrize(
     "reply",
-    [answer("Not what I am for. ⟦off_purpose: poetry⟧", delay=1.5),
-     tool_calls(("notes_create", {"title": "x"}), content="⟦off_purpose: y⟧", delay=1.5)],
+    [
+        answer("Not what I am for. ⟦off_purpose: poetry⟧", delay=1.5),
+        tool_calls(("notes_create", {"title": "x"}), content="⟦off_purpose: y⟧", delay=1.5),
+    ],
     ids=["off-purpose answer", "write with a marker"],
 )
 def test_a_turn_whose_chat_was_taken_during_the_model_call_writes_nothing(ref, chat, endpoint, model_server, reply):
@@ -48,7 +51,8 @@ def test_a_turn_whose_chat_was_taken_during_the_model_call_writes_nothing(ref, c
     thread.join()
     # then it wrote nothing: no answer, no flag toward blocking the user, no card
     assert [(m.role, m.notice_code, m.turn_id) for m in messages_of(chat)] == [
-        ("user", "", old.pk), ("notice", "interrupted", old.pk)  # the sweep's notice, when the new turn started
+        ("user", "", old.pk),
+        ("notice", "interrupted", old.pk),  # the sweep's notice, when the new turn started
     ]
     assert not OffPurposeFlag.objects.exists() and not Confirmation.objects.exists()
     assert Turn.objects.get(pk=old.pk).status == Turn.Status.INTERRUPTED

@@ -1,4 +1,5 @@
 """What "inert HTML" means for the page, checked with the standard library's parser."""
+
 from __future__ import annotations
 
 from html.parser import HTMLParser

@@ -1,4 +1,5 @@
 """The page's JSON API: refusals as status codes with ``{"error": code}``, CSRF on every write."""
+
 from __future__ import annotations
 
 import uuid
@@ -52,10 +53,18 @@ def test_a_user_without_the_permission_is_403_forbidden():
     assert response.status_code == 403 and response.json() == {"error": "forbidden"}
 
 
-@pytest.mark.parametrize("method, name", [
-    (get, "conversation_detail"), (get, "message_list"), (post, "conversation_rename"),
-    (post, "conversation_archive"), (post, "conversation_delete"), (post, "turn_start"), (post, "turn_stop"),
-])
+@pytest.mark.parametrize(
+    "method, name",
+    [
+        (get, "conversation_detail"),
+        (get, "message_list"),
+        (post, "conversation_rename"),
+        (post, "conversation_archive"),
+        (post, "conversation_delete"),
+        (post, "turn_start"),
+        (post, "turn_stop"),
+    ],
+)
 def test_someone_elses_chat_is_404_like_a_missing_one(session, method, name):
     client, _ref = session
     theirs = ConversationFactory()
@@ -142,8 +151,9 @@ def test_writes_need_the_csrf_token(user):
     assert refused.status_code == 403 and not Conversation.objects.exists()
     client.get(reverse("agent:chat"))  # the page sets the CSRF cookie
     token = client.cookies[settings.CSRF_COOKIE_NAME].value
-    accepted = client.post(reverse("agent:conversation_create"), {}, content_type="application/json",
-                           HTTP_X_CSRFTOKEN=token)
+    accepted = client.post(
+        reverse("agent:conversation_create"), {}, content_type="application/json", HTTP_X_CSRFTOKEN=token
+    )
     assert accepted.status_code == 200 and Conversation.objects.count() == 1
 
 
@@ -166,8 +176,9 @@ def test_cards_confirm_once_and_refuse_others(ref, session, endpoint, model_serv
 
 
 @pytest.mark.django_db(transaction=True)
-def test_messages_carry_the_answer_html_and_the_notice_text_in_the_users_language(ref, session, user, endpoint,
-                                                                                 model_server):
+def test_messages_carry_the_answer_html_and_the_notice_text_in_the_users_language(
+    ref, session, user, endpoint, model_server
+):
     client, _ref = session
     UserSettings.objects.create(user=user, language="en")
     chat = create_conversation(ref, {}, impersonated=False)
@@ -193,10 +204,14 @@ def csrf_client(user: Any) -> tuple[Client, str]:
     return client, client.cookies[settings.CSRF_COOKIE_NAME].value
 
 
-@pytest.mark.parametrize("headers", [
-    {"X-CSRFToken": "not-the-token"},
-    {},
-], ids=["wrong-token", "no-token"])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"X-CSRFToken": "not-the-token"},
+        {},
+    ],
+    ids=["wrong-token", "no-token"],
+)
 def test_a_refused_csrf_check_answers_the_json_error_the_page_reads(user, headers):
     client, _token = csrf_client(user)
     refused = client.post(reverse("agent:conversation_create"), {}, content_type="application/json", headers=headers)
@@ -206,8 +221,12 @@ def test_a_refused_csrf_check_answers_the_json_error_the_page_reads(user, header
 
 def test_a_post_from_another_origin_is_refused_as_json_even_with_the_token(user):
     client, token = csrf_client(user)
-    refused = client.post(reverse("agent:conversation_create"), {}, content_type="application/json",
-                          headers={"X-CSRFToken": token, "Origin": "https://elsewhere.example"})
+    refused = client.post(
+        reverse("agent:conversation_create"),
+        {},
+        content_type="application/json",
+        headers={"X-CSRFToken": token, "Origin": "https://elsewhere.example"},
+    )
     assert refused.status_code == 403 and refused.json() == {"error": "csrf_failed"}
     assert not Conversation.objects.exists()
 
@@ -239,8 +258,12 @@ def test_an_oversized_json_body_answers_413_too_large(session, chat, endpoint):
 @override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=1_000)
 def test_an_oversized_form_body_answers_413_too_large_before_the_csrf_check_reads_it(user, chat):
     client, token = csrf_client(user)
-    response = client.post(reverse("agent:conversation_rename", args=[chat.pk]), urlencode({"title": "x" * 2_000}),
-                           content_type="application/x-www-form-urlencoded", headers={"X-CSRFToken": token})
+    response = client.post(
+        reverse("agent:conversation_rename", args=[chat.pk]),
+        urlencode({"title": "x" * 2_000}),
+        content_type="application/x-www-form-urlencoded",
+        headers={"X-CSRFToken": token},
+    )
     assert response.status_code == 413 and response.json() == {"error": "too_large"}
     chat.refresh_from_db()
     assert chat.title != "x" * 2_000

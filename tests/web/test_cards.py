@@ -1,4 +1,5 @@
 """What the page shows for cards, steps and notices: a tool's title, labelled fields, the outcome."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -16,13 +17,19 @@ def noop(ctx: Any, **args: Any) -> dict[str, Any]:
 
 @pytest.fixture
 def labelled(declare):
-    declare(noop, name="t_card", kind="write", module="notes", preview=lambda ctx, **a: a,
-            title=gettext_lazy("Cancel"), labels={"title": gettext_lazy("Title"), "body": "Body"})
+    declare(
+        noop,
+        name="t_card",
+        kind="write",
+        module="notes",
+        preview=lambda ctx, **a: a,
+        title=gettext_lazy("Cancel"),
+        labels={"title": gettext_lazy("Title"), "body": "Body"},
+    )
 
 
 def card_message(preview: Any, tool: str = "t_card") -> dict[str, Any]:
-    return {"role": "tool", "tool_name": tool,
-            "confirmation": {"id": "c1", "status": "waiting", "preview": preview}}
+    return {"role": "tool", "tool_name": tool, "confirmation": {"id": "c1", "status": "waiting", "preview": preview}}
 
 
 def test_a_card_shows_its_title_and_labelled_fields_in_the_user_language(labelled):
@@ -58,10 +65,18 @@ def test_a_card_outcome_notice_names_the_tool_by_its_title(labelled):
     assert view["notice_tone"] == "success"
 
 
-@pytest.mark.parametrize("code, tone", [
-    ("confirmation_done", "success"), ("model_failed", "error"), ("confirmation_failed", "error"),
-    ("confirmation_stale", "error"), ("deadline", "error"), ("stopped", "info"), ("confirmation_cancelled", "info"),
-])
+@pytest.mark.parametrize(
+    "code, tone",
+    [
+        ("confirmation_done", "success"),
+        ("model_failed", "error"),
+        ("confirmation_failed", "error"),
+        ("confirmation_stale", "error"),
+        ("deadline", "error"),
+        ("stopped", "info"),
+        ("confirmation_cancelled", "info"),
+    ],
+)
 def test_success_and_error_notices_are_told_apart(code, tone):
     assert notice_tone(code) == tone
 

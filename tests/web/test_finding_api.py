@@ -1,4 +1,5 @@
 """Finding chats over the page's API: the archive, restore, and search (SPEC §2, §10)."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,5 +1,6 @@
 """The pages need no URL name from the host site (issue 8): LOGIN_URL as the site set it, an
 optional sign-out URL, the app's own language endpoint, and ``<html lang>`` from the active language."""
+
 from __future__ import annotations
 
 import pytest
@@ -19,11 +20,13 @@ BARE_SITE = {
     "ROOT_URLCONF": "tests.web.bare_urls",
     "LOGIN_URL": "/signin/?from=assistant",
     "AGENT": {k: v for k, v in settings.AGENT.items() if k != "LOGOUT_URL"},
-    "TEMPLATES": [{  # no context processors at all: the pages must not lean on the site's
-        "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "APP_DIRS": True,
-        "OPTIONS": {"context_processors": []},
-    }],
+    "TEMPLATES": [
+        {  # no context processors at all: the pages must not lean on the site's
+            "BACKEND": "django.template.backends.django.DjangoTemplates",
+            "APP_DIRS": True,
+            "OPTIONS": {"context_processors": []},
+        }
+    ],
 }
 
 

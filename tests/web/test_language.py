@@ -1,5 +1,6 @@
 """The language picker (issue 8): the app's own endpoint, offering the site's LANGUAGES only,
 saving the user's own setting and setting the request's language as Django's set_language does."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """Answers worth reading: Markdown tables and fenced code highlighted on the server, safe under the CSP."""
+
 from __future__ import annotations
 
 from agent.rendering import HIGHLIGHT_MAX_CHARS, render_markdown
@@ -9,7 +10,7 @@ from .inert import active_parts
 def test_a_table_renders_with_alignment_as_classes_not_styles():
     html = render_markdown("| name | n |\n|:--|--:|\n| milk | 2 |\n")
 
-    assert "<table>" in html and "<th class=\"align-left\">name</th>" in html
+    assert "<table>" in html and '<th class="align-left">name</th>' in html
     assert '<td class="align-right">2</td>' in html
     assert "style=" not in html
 

@@ -1,5 +1,6 @@
 """The page's script as ES modules: every import resolves to a module the app ships, and the page
 names a favicon and its keyboard shortcuts."""
+
 from __future__ import annotations
 
 import re
@@ -26,10 +27,18 @@ def test_every_import_names_an_export_of_a_shipped_module():
 
 
 def test_no_module_reaches_for_raw_html_except_the_answer_the_server_made_safe():
-    uses = [(m.name, line.strip()) for m in CHAT.glob("*.js") for line in m.read_text().splitlines()
-            if "innerHTML" in line or "insertAdjacentHTML" in line or "outerHTML" in line]
-    assert uses == [("messages.js", "body.innerHTML = view.html; // sanitised on the server: raw HTML escaped, "
-                                    "unsafe links dropped")]
+    uses = [
+        (m.name, line.strip())
+        for m in CHAT.glob("*.js")
+        for line in m.read_text().splitlines()
+        if "innerHTML" in line or "insertAdjacentHTML" in line or "outerHTML" in line
+    ]
+    assert uses == [
+        (
+            "messages.js",
+            "body.innerHTML = view.html; // sanitised on the server: raw HTML escaped, unsafe links dropped",
+        )
+    ]
 
 
 def test_the_page_names_its_favicon_and_lists_its_shortcuts(session):

@@ -1,4 +1,5 @@
 """The chat page (SPEC §10): login required, a strict CSP, nothing inline, the user's language."""
+
 from __future__ import annotations
 
 import pytest
@@ -64,7 +65,7 @@ def test_a_user_without_the_permission_sees_a_translated_refusal_page():
     response = client.get(reverse("agent:chat"))
     assert response.status_code == 403
     assert "agent/unavailable.html" in [t.name for t in response.templates]
-    assert b"data-code=\"forbidden\"" in response.content
+    assert b'data-code="forbidden"' in response.content
 
 
 def test_a_switched_off_assistant_shows_the_refusal_page(session):
@@ -111,6 +112,9 @@ def test_a_host_page_that_includes_the_language_form_gets_the_apps_picker():
     (form,) = [a for tag, a in parse(html).tags if tag == "form" and a.get("action") == reverse("agent:language")]
     assert form["method"] == "post"
     assert 'name="csrfmiddlewaretoken"' in html
-    (next_field,) = [a for tag, a in parse(html).tags if tag == "input" and a.get("name") == "next" and
-                     a.get("value", "").startswith("/accounts/")]
+    (next_field,) = [
+        a
+        for tag, a in parse(html).tags
+        if tag == "input" and a.get("name") == "next" and a.get("value", "").startswith("/accounts/")
+    ]
     assert next_field["value"] == reverse("login") + "?next=/assistant/"

@@ -1,4 +1,5 @@
 """Output handling (SPEC §15): a model's Markdown becomes inert HTML; notices come in the user's language."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,18 +12,20 @@ from agent.rendering import page_view, render_markdown
 
 from .inert import active_parts, parse
 
-HOSTILE = "\n\n".join([
-    "Hello **there**.",
-    "<script>alert(1)</script>",
-    "[click](javascript:alert(1))",
-    "[click too](JaVaScRiPt:alert(2))",
-    "[encoded](java&#115;cript:alert(3))",
-    "[data](data:text/html;base64,PHNjcmlwdD4=)",
-    "<img src=x onerror=alert(1)>",
-    '<a href="https://example.com" onclick="alert(1)" style="color:red">raw link</a>',
-    "![tracker](https://evil.example/pixel.png)",
-    "<javascript:alert(4)>",
-])
+HOSTILE = "\n\n".join(
+    [
+        "Hello **there**.",
+        "<script>alert(1)</script>",
+        "[click](javascript:alert(1))",
+        "[click too](JaVaScRiPt:alert(2))",
+        "[encoded](java&#115;cript:alert(3))",
+        "[data](data:text/html;base64,PHNjcmlwdD4=)",
+        "<img src=x onerror=alert(1)>",
+        '<a href="https://example.com" onclick="alert(1)" style="color:red">raw link</a>',
+        "![tracker](https://evil.example/pixel.png)",
+        "<javascript:alert(4)>",
+    ]
+)
 
 
 def test_script_tags_are_escaped_not_run():
@@ -52,7 +55,7 @@ def test_markdown_images_are_not_loaded():
 
 def test_safe_links_open_apart_from_the_page():
     html = render_markdown("[docs](https://example.com/docs)")
-    (tag, attributes), = [t for t in parse(html).tags if t[0] == "a"]
+    ((tag, attributes),) = [t for t in parse(html).tags if t[0] == "a"]
     assert attributes["href"] == "https://example.com/docs"
     assert attributes["rel"] == "noopener noreferrer nofollow" and attributes["target"] == "_blank"
 
@@ -76,8 +79,14 @@ def test_page_view_of_a_stored_hostile_answer_is_inert(ref):
 def test_only_answers_get_html(ref):
     chat = create_conversation(ref, {}, impersonated=False)
     user_message = append_message(chat.pk, role=Message.Role.USER, content="<b>hi</b>")
-    tool_message = append_message(chat.pk, role=Message.Role.TOOL, tool_name="notes_search", tool_outcome="ok",
-                                  tool_result={"notes": [], "count": 0}, content="<i>x</i>")
+    tool_message = append_message(
+        chat.pk,
+        role=Message.Role.TOOL,
+        tool_name="notes_search",
+        tool_outcome="ok",
+        tool_result={"notes": [], "count": 0},
+        content="<i>x</i>",
+    )
     for stored in (user_message, tool_message):
         view = page_view(client_view(Message.objects.get(pk=stored.pk)))
         assert "html" not in view and "notice_text" not in view

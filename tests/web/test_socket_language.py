@@ -1,4 +1,5 @@
 """The websocket speaks the user's language: their setting, else the socket request's cookie or header."""
+
 from __future__ import annotations
 
 from typing import Any
