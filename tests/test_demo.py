@@ -32,6 +32,15 @@ def test_offline_model_searches_before_it_proposes_a_note():
     assert call["name"] == "notes_create" and '"Buy milk"' in call["arguments"]
 
 
+def test_offline_model_quotes_the_first_line_of_each_file_and_names_each_picture():
+    content = [
+        {"type": "text", "text": "what are these?\n\n[file: list.txt]\nMilk and bread\nand more\n\n[picture: cat.png]"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+    ]
+    answer = offline.reply([{"role": "user", "content": content}], NOTES_TOOLS)
+    assert "**list.txt**: “Milk and bread”" in answer["content"] and "**cat.png**: a picture" in answer["content"]
+
+
 def test_offline_model_labels_its_answers_and_speaks_russian():
     answer = offline.reply([{"role": "user", "content": "привет"}], [])
     assert "tool_calls" not in answer and offline.LABEL["ru"] in answer["content"]

@@ -27,9 +27,14 @@ SEARCH = re.compile(r"\b(find|search|list|show|which|what)\b|найд|поиск
 def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
     """The next assistant message for a chat, as the chat completions API shapes it."""
     names = {t.get("function", {}).get("name") for t in tools}
-    user_text = next((m.get("content") or "" for m in reversed(messages) if m.get("role") == "user"), "")
+    user_text = _text_of(next((m.get("content") for m in reversed(messages) if m.get("role") == "user"), ""))
     lang = "ru" if re.search(r"[а-яё]", user_text, re.I) else "en"
     last = messages[-1] if messages else {}
+    files = _files(user_text)
+    if files and last.get("role") == "user":
+        return _text(
+            _say(lang, "read") + "\n\n" + "\n".join(_file_line(name, first, lang) for name, first in files), lang
+        )
     wants_create = bool(CREATE.search(user_text))
     if last.get("role") == "tool":
         result = _json(last.get("content"))
@@ -43,8 +48,38 @@ def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[s
     return _text(_say(lang, "help"), lang)
 
 
+FILE_MARKER = re.compile(r"^\[[^\]:]+: ([^\]]+)\]$")
+
+
+def _text_of(content: Any) -> str:
+    """A message's text, whether plain or in parts (a turn with pictures sends parts)."""
+    if isinstance(content, list):
+        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return content or ""
+
+
+def _files(text: str) -> list[tuple[str, str]]:
+    """Each file the message carries (a ``[file: name]`` or ``[picture: name]`` line, in any language),
+    with the first line of its text; a picture has none."""
+    lines = text.splitlines()
+    found = []
+    for number, line in enumerate(lines):
+        marker = FILE_MARKER.match(line.strip())
+        if marker:
+            following = lines[number + 1].strip() if number + 1 < len(lines) else ""
+            found.append((marker.group(1), "" if FILE_MARKER.match(following) else following))
+    return found
+
+
+def _file_line(name: str, first: str, lang: str) -> str:
+    if first:
+        return f"- **{name}**: “{first[:120]}”"
+    return f"- **{name}**: " + ("картинка" if lang == "ru" else "a picture")
+
+
 def _say(lang: str, key: str, **params: Any) -> str:
     texts = {
+        "read": {"en": "I read your files; each begins so:", "ru": "Я прочитал ваши файлы; вот их начало:"},
         "help": {
             "en": "I am the offline demo model. Try **create a note: Buy milk** or **find notes about milk**.",
             "ru": "Я офлайн-демо. Попробуйте **создай заметку: Купить молоко** или **найди заметки про молоко**.",

@@ -73,6 +73,7 @@ class Command(BaseCommand):
                 "api_key": "",
                 "enabled": True,
                 "supports_tools": True,
+                "supports_images": True,  # it names the pictures it is sent
                 "timeout_s": 10,
             },
         )
