@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import io
 import itertools
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -255,16 +256,17 @@ def test_the_parser_child_gets_no_secret_of_the_workers_environment(monkeypatch:
 
 
 def test_parsers_print_nothing_but_their_answer(tmp_path: Path) -> None:
+    """Run as extraction runs it, in a child process: its memory limit must never bind the caller."""
     from agent.attachments import parsers
 
     source = tmp_path / "a.pdf"
     source.write_bytes(pdf_bytes(["hello"]))
-    out = io.StringIO()
-    real = parsers.sys.stdout
-    parsers.sys.stdout = out
-    try:
-        limits = {"chars": 100, "pages": 5, "memory_mb": 4096}
-        parsers.main(["pdf", str(source), str(tmp_path), json.dumps(limits)])
-    finally:
-        parsers.sys.stdout = real
-    assert json.loads(out.getvalue()) == {"ok": True, "text": "hello", "complete": True}
+    limits = {"chars": 100, "pages": 5, "memory_mb": 4096}
+    child = subprocess.run(
+        [sys.executable, "-I", parsers.__file__, "pdf", str(source), str(tmp_path), json.dumps(limits)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert json.loads(child.stdout) == {"ok": True, "text": "hello", "complete": True}
