@@ -189,7 +189,26 @@ class UserSettingsAdmin(ManageAgentMixin, admin.ModelAdmin):
         super().save_model(request, obj, form, change)
 
 
-class MessageInline(admin.TabularInline):
+class ContentInline(admin.TabularInline):
+    """A read-only inline for staff with manage_agent; its text shows only to view_chat_content holders."""
+
+    _may_read = False
+
+    def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+        self._may_read = request.user.has_perm(VIEW_CONTENT)
+        return super().get_formset(request, obj, **kwargs)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm(MANAGE)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class MessageInline(ContentInline):
     model = Message
     extra = 0
     can_delete = False
@@ -206,19 +225,6 @@ class MessageInline(admin.TabularInline):
         if not self._may_read:
             return "—"
         return obj.content[:500]
-
-    def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
-        self._may_read = request.user.has_perm(VIEW_CONTENT)
-        return super().get_formset(request, obj, **kwargs)
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return request.user.has_perm(MANAGE)
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(Conversation)
@@ -384,7 +390,7 @@ class OffPurposeFlagAdmin(ReadOnlyMixin, admin.ModelAdmin):
         return request.user.has_perm(MANAGE)  # lifting a block early is a staff decision
 
 
-class AttachmentInline(admin.TabularInline):
+class AttachmentInline(ContentInline):
     """A chat's files: name, type, size, status; their text only for ``agent.view_chat_content``."""
 
     model = Attachment
@@ -413,19 +419,6 @@ class AttachmentInline(admin.TabularInline):
         if not self._may_read:
             return "—"
         return obj.text[:500]
-
-    def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
-        self._may_read = request.user.has_perm(VIEW_CONTENT)
-        return super().get_formset(request, obj, **kwargs)
-
-    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return request.user.has_perm(MANAGE)
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 ConversationAdmin.inlines = [*ConversationAdmin.inlines, AttachmentInline]
