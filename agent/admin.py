@@ -100,7 +100,16 @@ class EndpointForm(forms.ModelForm):
 @admin.register(Endpoint)
 class EndpointAdmin(ManageAgentMixin, admin.ModelAdmin):
     form = EndpointForm
-    list_display = ["name", "model", "base_url", "key", "enabled", "supports_tools", "supports_images"]
+    list_display = [
+        "name",
+        "model",
+        "base_url",
+        "key",
+        "enabled",
+        "supports_tools",
+        "supports_images",
+        "supports_streaming",
+    ]
     list_filter = ["enabled"]
     search_fields = ["name", "model"]
     actions = ["test_call"]
@@ -121,6 +130,7 @@ class EndpointAdmin(ManageAgentMixin, admin.ModelAdmin):
                     user=request.user,
                     source="admin",
                     task="agent.endpoint_test",
+                    on_chunk=lambda text: None,  # streamed where the endpoint streams, as turns call it
                 )
             except AIError as error:
                 self.message_user(

@@ -113,6 +113,9 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
         await handler(message)
 
     def _enqueue(self, event: dict[str, Any]) -> None:
+        if event["type"] == events.ANSWER_DELTA and self.inbox and _same_draft(self.inbox[-1], event):
+            self.inbox[-1] = event  # a draft not yet delivered: the newer text replaces it
+            return
         if len(self.inbox) >= agent_settings.SOCKET_BACKLOG:
             self.inbox.clear()  # what the tab missed, it reads again on resync
             self.inbox.append({"type": FELL_BEHIND})
@@ -271,6 +274,14 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
             return
         self.subscribed[conversation_id] = view.seq
         await self.send(text_data=view.frame(self.language))
+
+    async def agent_answer_delta(self, event: dict[str, Any]) -> None:
+        """The answer so far, forwarded only under a scope checked within the last second (SPEC §16)."""
+        conversation_id = event["conversation"]
+        if conversation_id not in self.subscribed or conversation_id in self.resyncing:
+            return
+        if await self._allowed() and not self.ended:
+            await self.send_json({"type": "delta"} | {k: event[k] for k in ("conversation", "turn", "round", "text")})
 
     async def agent_turn_changed(self, event: dict[str, Any]) -> None:
         if event["conversation"] in self.subscribed and await self._allowed():
@@ -525,6 +536,10 @@ class SharedReads:
         self.checks = {k: v for k, v in self.checks.items() if v[0] >= horizon or not v[1].done()}
         self.views = {k: v for k, v in self.views.items() if v.done_at is None or v.done_at >= horizon}
         self.revocations = {k: t for k, t in self.revocations.items() if t >= now - 60}
+
+
+def _same_draft(queued: dict[str, Any], event: dict[str, Any]) -> bool:
+    return queued["type"] == event["type"] and all(queued[k] == event[k] for k in ("conversation", "turn", "round"))
 
 
 def _each(works: list[Callable[[], Any]]) -> list[tuple[bool, Any]]:

@@ -1,7 +1,9 @@
 """Events on the Channels groups of chats and sessions, always sent after commit (SPEC §2.3).
 
 An event carries uuids only; a listener reads what it names through
-``agent.conversations`` with a fresh scope. The names of every group the
+``agent.conversations`` with a fresh scope. The one exception is a draft
+of an answer (SPEC §16), which is never stored: it carries its text, and a
+socket forwards it only under a scope checked within the last second. The names of every group the
 assistant uses live here, and so does a socket's way of leaving them.
 """
 
@@ -16,7 +18,7 @@ import logging
 import threading
 import time
 import uuid
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from channels.layers import get_channel_layer
 from django.db import transaction
@@ -28,6 +30,7 @@ ATTACHMENT_PROCESSED = "agent.attachment_processed"
 TURN_CHANGED = "agent.turn_changed"
 CONVERSATION_CHANGED = "agent.conversation_changed"
 SESSION_ENDED = "agent.session_ended"
+ANSWER_DELTA = "agent.answer_delta"
 
 SITE_GROUP = "agent.site"
 """Every open socket of the assistant."""
@@ -66,6 +69,27 @@ def attachment_processed(conversation_id: Any, attachment_id: Any) -> None:
 
 def turn_changed(conversation_id: Any, turn_id: Any, status: str) -> None:
     send_on_commit(topic(conversation_id), TURN_CHANGED, conversation=conversation_id, turn=turn_id, status=status)
+
+
+def answer_delta(conversation_id: Any, turn_id: Any, round_number: int, text: str) -> None:
+    """The answer of a turn's round so far (SPEC §16): never stored, so sent now, not after a commit."""
+    event = {
+        "type": ANSWER_DELTA,
+        "conversation": str(conversation_id),
+        "turn": str(turn_id),
+        "round": round_number,
+        "text": text,
+    }
+    _send_rollback_unsafe(topic(conversation_id), event)
+
+
+def call_later(delay: float, callback: Callable[[], None]) -> None:
+    """Run ``callback`` on the loop that sends events, ``delay`` seconds from now.
+
+    Its sends then keep their order with every other send of the process.
+    """
+    loop = _event_loop()
+    loop.call_soon_threadsafe(loop.call_later, delay, callback)
 
 
 def conversation_changed(conversation_id: Any) -> None:

@@ -4,11 +4,18 @@ Each request to ``/v1/chat/completions`` takes the next scripted reply:
 ``answer("text")``, ``tool_calls(("notes_search", {"query": "x"}), ...)``,
 ``error(500)``, each with an optional ``delay`` in seconds. The bodies it
 received are kept in ``requests``.
+
+A request with ``stream: true`` gets its reply as server-sent events, a
+chunk per word (or the reply's ``chunks``), ``chunk_delay`` seconds apart;
+``cut=True`` breaks the connection off after them, before the finish;
+``unfinished=True`` ends the body cleanly with no finish at all. The time
+each chunk was written is kept in ``chunk_times``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import uuid
@@ -46,6 +53,7 @@ class ScriptedModelServer:
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.received = threading.Event()
+        self.chunk_times: list[float] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -66,7 +74,36 @@ class ScriptedModelServer:
                 if "status" in reply:
                     self._send(reply["status"], {"error": {"message": reply["message"], "type": "scripted"}})
                     return
+                if body.get("stream") and reply.get("raw") is None:
+                    self._stream(reply, body)
+                    return
                 self._send(200, server.completion(reply, body))
+
+            def _stream(self, reply: dict[str, Any], body: dict[str, Any]) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                chunks = server.chunks(reply, body)
+                if reply.get("unfinished"):
+                    chunks = [c for c in chunks if c["choices"] and not c["choices"][0]["finish_reason"]]
+                last = len(chunks) - 1
+                for index, chunk in enumerate(chunks):
+                    if reply.get("cut") and index == last:
+                        self.close_connection = True  # broken off: no finish, no end of the body
+                        return
+                    self._write_event(json.dumps(chunk))
+                    server.chunk_times.append(time.monotonic())
+                    if reply.get("chunk_delay") and index < last:
+                        time.sleep(reply["chunk_delay"])
+                if not reply.get("unfinished"):
+                    self._write_event("[DONE]")
+                self.wfile.write(b"0\r\n\r\n")
+
+            def _write_event(self, data: str) -> None:
+                event = f"data: {data}\n\n".encode()
+                self.wfile.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
+                self.wfile.flush()
 
             def _send(self, status: int, payload: Any) -> None:
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
@@ -93,6 +130,31 @@ class ScriptedModelServer:
 
     def push(self, *replies: dict[str, Any]) -> None:
         self.script.extend(replies)
+
+    def chunks(self, reply: dict[str, Any], body: dict[str, Any]) -> list[dict[str, Any]]:
+        """The reply as stream chunks: its text in pieces, each tool call's arguments in two, the finish, the usage."""
+        pieces = reply.get("chunks") or re.findall(r"\s*\S+", reply.get("content") or "")
+        deltas: list[dict[str, Any]] = [{"role": "assistant", "content": piece} for piece in pieces]
+        for index, call in enumerate(reply.get("tool_calls") or []):
+            arguments = call["function"]["arguments"]
+            half = len(arguments) // 2
+            name = call["function"]["name"]
+            first = {"index": index, "id": call["id"], "function": {"name": name, "arguments": arguments[:half]}}
+            rest = {"index": index, "function": {"arguments": arguments[half:]}}
+            deltas += [{"tool_calls": [first]}, {"tool_calls": [rest]}]
+        finish = "tool_calls" if reply.get("tool_calls") else "stop"
+        base = {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": body.get("model", "scripted-model"),
+        }
+        chunks = [{**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]} for delta in deltas]
+        chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+        if (body.get("stream_options") or {}).get("include_usage"):
+            usage = reply.get("usage") or {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+            chunks.append({**base, "choices": [], "usage": usage})
+        return chunks
 
     def completion(self, reply: dict[str, Any], body: dict[str, Any]) -> Any:
         if reply.get("raw") is not None:

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, Callable
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.utils import timezone
@@ -124,6 +124,7 @@ def complete(
     capture: bool = False,
     deadline: datetime | None = None,
     budget: guard.Verdict | None = None,
+    on_chunk: Callable[[str], None] | None = None,
 ) -> Completion:
     """Call the model once; the journal row is written before this returns or raises.
 
@@ -132,6 +133,10 @@ def complete(
     With a ``deadline``, every attempt and every wait between retries ends by it: a call
     it cuts is ``AIError("deadline")``, journalled as such. With an ``admission``, the cost caps
     are checked first, or taken from ``budget`` when the caller checked them just now.
+
+    With ``on_chunk``, an endpoint that streams (``supports_streaming``) is asked to: each chunk
+    calls it with the answer's text so far, and whatever it raises ends the call (journalled
+    as ``interrupted``) and reaches the caller as it was raised.
     """
     journal = {
         "endpoint": endpoint if endpoint is not None and endpoint.pk else None,
@@ -156,7 +161,14 @@ def complete(
         body["tools"] = tools
     started = time.monotonic()
     try:
-        completion = _read(_create(endpoint, body, deadline), endpoint, started)
+        if on_chunk is not None and endpoint.supports_streaming:
+            body.update(stream=True, stream_options={"include_usage": True})
+            completion = _read_stream(_create(endpoint, body, deadline), endpoint, started, deadline, on_chunk)
+        else:
+            completion = _read(_create(endpoint, body, deadline), endpoint, started)
+    except Interrupted as interrupted:
+        _fail(journal, AIError("interrupted"), started)
+        raise interrupted.reason from None
     except AIError as error:
         raise _fail(journal, error, started) from None
     except SoftTimeLimitExceeded:  # the task's own deadline, landing inside the call
@@ -198,8 +210,14 @@ def _create(endpoint: Endpoint, body: dict[str, Any], deadline: datetime | None)
         try:
             # The client's own POST, its body sent as is and the answer read as JSON here: the typed
             # ``chat.completions.create`` would transform the parameters and build models of the answer.
+            # A stream's events come as plain dicts (``cast_to=object``) for the same reason.
+            streamed = {"stream": True, "stream_cls": openai.Stream[object]} if body.get("stream") else {}
             return client.post(
-                "/chat/completions", body={"model": endpoint.model, **body}, cast_to=bytes, options={"timeout": timeout}
+                "/chat/completions",
+                body={"model": endpoint.model, **body},
+                cast_to=object if streamed else bytes,
+                options={"timeout": timeout},
+                **streamed,
             )
         except openai.APITimeoutError as error:
             if timeout < endpoint.timeout_s:
@@ -259,9 +277,101 @@ def map_sdk_error(error: Exception) -> AIError:
     return AIError("invalid_response")
 
 
+class Interrupted(Exception):
+    """What ``on_chunk`` raised, carried out of the stream to be raised again once journalled."""
+
+    def __init__(self, reason: Exception) -> None:
+        super().__init__(type(reason).__name__)
+        self.reason = reason
+
+
+class StreamAssembly:
+    """A streamed answer put back together, chunk by chunk: its text, tool calls, usage and model.
+
+    Tool calls come in pieces keyed by their index: the id and name once, the arguments
+    in parts. Nothing of them runs before the stream has ended.
+    """
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.calls: dict[int, dict[str, str]] = {}
+        self.usage: dict[str, Any] = {}
+        self.model = ""
+        self.finished = False
+
+    def add(self, chunk: Any) -> None:
+        """Take one chunk; a shape no OpenAI-compatible server sends is ``invalid_response``."""
+        try:
+            self.model = str(chunk.get("model") or self.model)
+            if chunk.get("usage"):
+                self.usage = dict(chunk["usage"])
+            for choice in chunk.get("choices") or []:
+                if choice.get("index", 0) != 0:
+                    continue
+                delta = choice.get("delta") or {}
+                content = delta.get("content")
+                if content:
+                    if not isinstance(content, str):
+                        raise TypeError("content")
+                    self.text += content
+                for part in delta.get("tool_calls") or []:
+                    self._add_call(part)
+                if choice.get("finish_reason"):
+                    self.finished = True
+        except (AttributeError, TypeError, ValueError):
+            raise AIError("invalid_response") from None
+
+    def _add_call(self, part: dict[str, Any]) -> None:
+        call = self.calls.setdefault(int(part.get("index", len(self.calls))), {"id": "", "name": "", "arguments": ""})
+        function = part.get("function") or {}
+        call["id"] = call["id"] or str(part.get("id") or "")
+        name = str(function.get("name") or "")
+        if name != call["name"]:  # some servers repeat the whole name in every piece
+            call["name"] += name
+        call["arguments"] += str(function.get("arguments") or "")
+
+    def tool_calls(self) -> list[ToolCall]:
+        return [ToolCall(**self.calls[index]) for index in sorted(self.calls)]
+
+
+def _read_stream(
+    stream: Any, endpoint: Endpoint, started: float, deadline: datetime | None, on_chunk: Callable[[str], None]
+) -> Completion:
+    """Read a streamed answer to its end, telling ``on_chunk`` of each chunk.
+
+    A server that answered with one JSON body after all is read as such. A stream
+    cut before its finish is ``invalid_response``.
+    """
+    import openai
+
+    if "text/event-stream" not in stream.response.headers.get("content-type", ""):
+        return _read(stream.response.read(), endpoint, started)
+    assembly = StreamAssembly()
+    try:
+        for chunk in stream:
+            if _seconds_left(deadline) <= 0:
+                raise AIError("deadline")
+            assembly.add(chunk)
+            try:
+                on_chunk(assembly.text)
+            except Exception as reason:
+                raise Interrupted(reason) from None
+    except openai.APITimeoutError:
+        raise AIError("deadline" if _seconds_left(deadline) <= 0 else "request_timeout") from None
+    except (openai.APIError, ValueError):  # cut off, an error event, or not JSON
+        raise AIError("invalid_response") from None
+    finally:
+        stream.close()
+    if not assembly.finished:
+        raise AIError("invalid_response")
+    try:
+        return _completion(endpoint, assembly.text, assembly.tool_calls(), assembly.usage, assembly.model, started)
+    except (TypeError, ValueError):
+        raise AIError("invalid_response") from None
+
+
 def _read(response: bytes, endpoint: Endpoint, started: float) -> Completion:
     """The answer's JSON body as a ``Completion``; anything unexpected in it is ``invalid_response``."""
-    latency = int((time.monotonic() - started) * 1000)
     try:
         body = json.loads(response)
         message = body["choices"][0]["message"]
@@ -276,13 +386,24 @@ def _read(response: bytes, endpoint: Endpoint, started: float) -> Completion:
         content = message.get("content") or ""
         if not isinstance(content, str):
             raise TypeError("content")
-        usage_data = body.get("usage") or {}
-        input_tokens = int(usage_data.get("prompt_tokens") or 0)
-        output_tokens = int(usage_data.get("completion_tokens") or 0)
-        reported = usage_data.get("cost")
-        model = str(body.get("model") or endpoint.model)
+        return _completion(endpoint, content, calls, body.get("usage") or {}, body.get("model"), started)
     except (AttributeError, IndexError, KeyError, TypeError, ValueError):
         raise AIError("invalid_response") from None
+
+
+def _completion(
+    endpoint: Endpoint,
+    content: str,
+    calls: list[ToolCall],
+    usage_data: dict[str, Any],
+    model: Any,
+    started: float,
+) -> Completion:
+    """The answer with its tokens and cost: the provider's reported cost, else tokens × the endpoint's prices."""
+    latency = int((time.monotonic() - started) * 1000)
+    input_tokens = int(usage_data.get("prompt_tokens") or 0)
+    output_tokens = int(usage_data.get("completion_tokens") or 0)
+    reported = usage_data.get("cost")
     if reported is not None:
         cost = Decimal(str(reported))
     else:
@@ -293,7 +414,7 @@ def _read(response: bytes, endpoint: Endpoint, started: float) -> Completion:
     return Completion(
         content=content,
         tool_calls=calls,
-        model=model,
+        model=str(model or endpoint.model),
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         cost_usd=cost,

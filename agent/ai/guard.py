@@ -135,6 +135,14 @@ def cut_marker(content: str) -> tuple[str, str | None]:
     return stripped[:start].rstrip(), stripped[start + len(MARKER_OPEN) : -1].strip()
 
 
+def draft_text(text: str) -> str:
+    """The answer so far as a tab may see it: a marker the model has begun at its end is held back."""
+    start = text.rfind(MARKER_OPEN[0])
+    if start >= 0 and (text.startswith(MARKER_OPEN, start) or MARKER_OPEN.startswith(text[start:])):
+        return text[:start].rstrip()
+    return text
+
+
 def report_off_purpose(user: Any, turn_ref: Any, reason: str) -> bool:
     """Flag a turn as off purpose; one flag per turn. True when this call flagged it."""
     try:

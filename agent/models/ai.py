@@ -21,6 +21,9 @@ class Endpoint(models.Model):
     model = models.CharField(_("model"), max_length=200)
     supports_images = models.BooleanField(default=False)
     supports_tools = models.BooleanField(default=True)
+    supports_streaming = models.BooleanField(
+        default=True, help_text=_("Show answers while the model writes them. Turn off for a server that cannot stream.")
+    )
     input_price_per_mtok = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal(0))
     output_price_per_mtok = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal(0))
     timeout_s = models.PositiveIntegerField(default=60)

@@ -33,7 +33,7 @@ from ..conversations import LeaseLost, append_message
 from ..errors import Forbidden, NotFound, Refusal
 from ..models import AgentSettings, Confirmation, Conversation, Lock, Message, Turn
 from ..tools import execute_as, registry, visible_for
-from . import history, locks, monitor
+from . import history, locks, monitor, stream
 from .prompt import system_prompt
 
 logger = logging.getLogger(__name__)
@@ -184,8 +184,9 @@ class TurnRunner:
         tools_allowed = not last and self.turn.endpoint.supports_tools
         shown = visible_for(scope, allow="all") if tools_allowed else []
         answer_id = uuid.uuid4()
+        draft = stream.Draft(self.turn.conversation_id, self.turn.pk, number, check=self.verify)
         try:
-            with usage.stored_by_caller(answer_id):
+            with usage.stored_by_caller(answer_id), contextlib.closing(draft):
                 completion = complete(
                     self.turn.endpoint,
                     self.request_messages(number),
@@ -198,6 +199,7 @@ class TurnRunner:
                     capture=agent_settings.CAPTURE_CONTENT and not self.pictures,  # never a turn's pictures
                     deadline=self.turn.deadline_at,
                     budget=self.budget,
+                    on_chunk=draft,
                 )
         except AIError as error:
             if error.code == "deadline":

@@ -146,27 +146,52 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = _json(self.rfile.read(length).decode("utf-8", "replace")) or {}
         message = reply(body.get("messages") or [], body.get("tools") or [])
-        payload = json.dumps(
-            {
-                "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": MODEL_NAME,
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": message,
-                        "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
-                    }
-                ],
-                "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
-            }
-        ).encode()
+        finish = "tool_calls" if message.get("tool_calls") else "stop"
+        if body.get("stream"):
+            self._stream(message, finish)
+            return
+        choice = {"index": 0, "message": message, "finish_reason": finish}
+        payload = json.dumps(_envelope("chat.completion", choices=[choice], usage=USAGE)).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
+
+    def _stream(self, message: dict[str, Any], finish: str) -> None:
+        """The answer a word at a time, as a model writes it, then the tool calls, the finish and the usage."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for word in re.findall(r"\s*\S+", message.get("content") or ""):
+            self._event(_chunk({"content": word}))
+            time.sleep(WORD_PAUSE_S)
+        calls = [{"index": i, **call} for i, call in enumerate(message.get("tool_calls") or [])]
+        if calls:
+            self._event(_chunk({"tool_calls": calls}))
+        self._event(_chunk({}, finish))
+        self._event(_envelope("chat.completion.chunk", choices=[], usage=USAGE))
+        self._event("[DONE]")
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _event(self, data: Any) -> None:
+        event = f"data: {data if isinstance(data, str) else json.dumps(data)}\n\n".encode()
+        self.wfile.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
+        self.wfile.flush()
+
+
+USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+WORD_PAUSE_S = 0.03
+
+
+def _envelope(kind: str, **fields: Any) -> dict[str, Any]:
+    name = f"chatcmpl-{uuid.uuid4().hex[:12]}"
+    return {"id": name, "object": kind, "created": int(time.time()), "model": MODEL_NAME, **fields}
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return _envelope("chat.completion.chunk", choices=[{"index": 0, "delta": delta, "finish_reason": finish}])
 
 
 def serve() -> str:

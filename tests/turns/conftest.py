@@ -1,9 +1,9 @@
-"""Helpers for the turn loop: chats, tools declared by a test, settings overrides, waiting."""
+"""Helpers for the turn loop: chats, tools declared by a test, settings overrides, waiting, a Celery worker."""
 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 from django.conf import settings
@@ -61,3 +61,25 @@ def counter(declare: Callable[..., Any]) -> list[dict[str, Any]]:
 
     declare(count_me, name="count_me", parameters={"type": "object", "properties": {"n": {"type": "integer"}}})
     return runs
+
+
+@pytest.fixture(scope="module")
+def worker(django_db_setup: Any, django_db_blocker: Any) -> Iterator[Any]:
+    """A Celery worker (two threads) on the test queue, for one module's tests."""
+    from celery.contrib.testing.worker import start_worker
+
+    from tests.celery_app import app
+
+    with django_db_blocker.unblock():
+        with app.connection_for_write() as conn:  # turns queued by earlier tests, for rows long gone
+            conn.default_channel.queue_purge(settings.CELERY_TASK_DEFAULT_QUEUE)
+        with start_worker(
+            app,
+            pool="threads",
+            concurrency=2,
+            perform_ping_check=False,
+            queues=[settings.CELERY_TASK_DEFAULT_QUEUE],
+            loglevel="WARNING",
+            shutdown_timeout=10,
+        ) as started:
+            yield started

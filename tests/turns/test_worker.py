@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import uuid
 from datetime import timedelta
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-from django.conf import settings
 from django.utils import timezone
 
 from agent import turns
@@ -23,27 +22,6 @@ from .conftest import agent_conf, messages_of, wait_ended, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SLOW = 1.0
-
-
-@pytest.fixture(scope="module")
-def worker(django_db_setup: Any, django_db_blocker: Any) -> Iterator[Any]:
-    from celery.contrib.testing.worker import start_worker
-
-    from tests.celery_app import app
-
-    with django_db_blocker.unblock():
-        with app.connection_for_write() as conn:  # turns queued by earlier tests, for rows long gone
-            conn.default_channel.queue_purge(settings.CELERY_TASK_DEFAULT_QUEUE)
-        with start_worker(
-            app,
-            pool="threads",
-            concurrency=2,
-            perform_ping_check=False,
-            queues=[settings.CELERY_TASK_DEFAULT_QUEUE],
-            loglevel="WARNING",
-            shutdown_timeout=10,
-        ) as started:
-            yield started
 
 
 def shape(chat: Any) -> list[tuple[str, str]]:
@@ -72,6 +50,8 @@ def test_a_turn_queued_on_commit_is_run_by_a_worker(
 def test_stop_during_a_slow_model_call_lets_it_finish_and_keeps_nothing(
     worker: Any, ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer
 ) -> None:
+    endpoint.supports_streaming = False  # a streamed call is cut instead (tests/turns/test_stream.py)
+    endpoint.save()
     turn = start_slow(ref, chat, model_server, answer("a partial answer", delay=SLOW))
     assert turns.stop(ref, chat.pk, impersonated=False) is True
     turn = wait_ended(turn)
@@ -149,7 +129,7 @@ def test_the_heartbeat_renews_the_lease_during_a_long_model_call(
     assert shape(chat) == [("user", ""), ("assistant", "")]
 
 
-def test_a_turn_tells_its_chat_by_events_that_carry_ids_only(
+def test_a_turn_tells_its_chat_by_events_that_carry_ids_only_but_the_drafts_of_its_answer(
     worker: Any, ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer
 ) -> None:
     listener = Listener()
@@ -164,5 +144,9 @@ def test_a_turn_tells_its_chat_by_events_that_carry_ids_only(
     added = [e["message"] for e in heard if e["type"] == "agent.message_added"]
     assert added == [str(m.pk) for m in messages_of(chat)]
     assert all(e["conversation"] == str(chat.pk) for e in heard)
-    assert "SECRET" not in repr(heard) and ref.session_key not in repr(heard)
+    drafts = [e for e in heard if e["type"] == "agent.answer_delta"]
+    assert drafts and all(e["text"] in "SECRET-ANSWER-TEXT" and e["turn"] == str(turn.pk) for e in drafts)
+    others = [e for e in heard if e["type"] != "agent.answer_delta"]
+    assert "SECRET" not in repr(others) and ref.session_key not in repr(heard)
+    assert "QUESTION" not in repr(heard)
     assert turn.status == "finished"

@@ -1,4 +1,4 @@
-/* Messages in the log: bubbles, steps, notices, answers (tables, code with copy), times, older pages.
+/* Messages in the log: bubbles, steps, notices, answers (tables, code with copy), drafts, times, older pages.
  *
  * An ES module of the chat page (no build step, strict CSP: no inline script or style).
  */
@@ -17,6 +17,8 @@ export function resetMessages() {
   state.olderDone = true;
   state.turn = null;
   state.endedTurns.clear();
+  state.draftsDone.clear();
+  dropDraft();
   ui.log.replaceChildren();
   ui.olderStatus.textContent = "";
   ui.emptyState.hidden = false;
@@ -50,6 +52,9 @@ function addMessage(view) {
     return;
   }
   state.messages.set(view.id, view);
+  if (view.role === "assistant" && view.turn) {
+    dropDraft(view.turn);
+  }
   if (!state.first || view.seq < state.first.seq) {
     state.first = { id: view.id, seq: view.seq };
   }
@@ -68,6 +73,40 @@ function addMessage(view) {
     touchChat(view);
     claimOutbox(view);
   }
+}
+
+export function showDraft(frame) {
+  // The answer so far (never stored): plain text until the stored answer replaces it.
+  const done = state.draftsDone.get(frame.turn);
+  if (frame.conversation !== state.current || state.endedTurns.has(frame.turn) || (done && frame.round <= done)) {
+    return;
+  }
+  const stick = atBottom();
+  if (!state.draft || state.draft.turn !== frame.turn || state.draft.round !== frame.round) {
+    const element = bubble("assistant");
+    element.classList.add("msg-draft");
+    ui.draft.replaceChildren(element);
+    state.draft = { turn: frame.turn, round: frame.round };
+  }
+  ui.draft.querySelector(".bubble").textContent = frame.text;
+  ui.draft.hidden = false;
+  ui.emptyState.hidden = true;
+  if (stick) {
+    ui.scroller.scrollTop = ui.scroller.scrollHeight;
+  }
+}
+
+export function dropDraft(turnId) {
+  // The stored answer or the turn's end takes the draft's place.
+  if (turnId && (!state.draft || state.draft.turn !== turnId)) {
+    return;
+  }
+  if (state.draft) {
+    state.draftsDone.set(state.draft.turn, state.draft.round);
+  }
+  state.draft = null;
+  ui.draft.replaceChildren();
+  ui.draft.hidden = true;
 }
 
 function insertInOrder(element, seq) {

@@ -40,6 +40,7 @@ export const ui = {
   scroller: $("messages"),
   log: $("message-log"),
   outbox: $("outbox"),
+  draft: $("draft"),
   olderStatus: $("older-status"),
   emptyState: $("empty-state"),
   working: $("working"),
@@ -75,6 +76,8 @@ export const state = {
   turn: null, // id of the chat's queued or running turn
   turnVersion: 0, // grows with every change of `turn`, so a late answer cannot undo a newer one
   endedTurns: new Set(),
+  draft: null, // {turn, round} of the answer shown while the model writes it
+  draftsDone: new Map(), // turn id -> the last round whose answer was stored: its late drafts are old
   sending: false,
   // chat id (null: a chat not created yet) -> the words sent there and not yet seen stored:
   // {text, chat, turn, after}. Until a user message of `turn` arrives they can go back.

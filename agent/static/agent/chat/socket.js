@@ -6,7 +6,7 @@
 import { CLOSE_SESSION_ENDED, refusalText, root, SESSION_CODES, setConnection, showBanner, state } from "./page.js";
 import { ApiError } from "./api.js";
 import { chatGone, putChat, showHeader, subscribe } from "./chats.js";
-import { addMessages } from "./messages.js";
+import { addMessages, dropDraft, showDraft } from "./messages.js";
 import { applyTurn, signedOut } from "./composer.js";
 
 export function connect() {
@@ -95,8 +95,14 @@ function onFrame(frame) {
     case "message":
       addMessages([frame.message]);
       break;
+    case "delta":
+      showDraft(frame);
+      break;
     case "turn":
       if (frame.conversation === state.current) {
+        if (frame.status === "ended") {
+          dropDraft(frame.turn);
+        }
         applyTurn(frame.turn, frame.status);
       }
       break;

@@ -1,0 +1,78 @@
+"""The answer while the model writes it (SPEC §16): drafts to the chat's tabs, checks between chunks.
+
+A draft is never stored. The tabs get the text so far at most once per
+``STREAM_INTERVAL_MS``: the first chunk's at once, the rest as the interval
+allows, the last of a burst when the interval ends. The stored answer, or
+the turn's end, replaces the draft in the page.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+from .. import events
+from ..ai import guard
+from ..conf import agent_settings
+
+CHECK_EVERY_S = 0.5
+"""How often a streaming round checks its turn (stop, deadline, leases, session): a stop halts it within a second."""
+
+
+class Draft:
+    """One round's answer as it streams: called with the text so far after each chunk.
+
+    ``check`` (the runner's step check) runs between chunks at most every
+    ``CHECK_EVERY_S``; what it raises ends the model call. Sends happen on the
+    events loop, so they keep their order with the stored answer's event; after
+    ``close`` none begins.
+    """
+
+    def __init__(self, conversation_id: Any, turn_id: Any, round_number: int, check: Callable[[], Any]) -> None:
+        self.conversation_id = conversation_id
+        self.turn_id = turn_id
+        self.round = round_number
+        self.check = check
+        self.interval = agent_settings.STREAM_INTERVAL_MS / 1000
+        self.next_check = time.monotonic() + CHECK_EVERY_S
+        self.lock = threading.Lock()
+        self.text = ""
+        self.sent_text = ""
+        self.sent_at = float("-inf")
+        self.armed = False  # a send is due when the interval ends
+        self.closed = False
+
+    def __call__(self, text: str) -> None:
+        now = time.monotonic()
+        if now >= self.next_check:
+            self.check()
+            self.next_check = time.monotonic() + CHECK_EVERY_S
+        shown = guard.draft_text(text)
+        with self.lock:
+            self.text = shown
+            if self.armed or self.closed or shown == self.sent_text:
+                return
+            wait = self.sent_at + self.interval - now
+            if wait <= 0:
+                self._send()
+            else:
+                self.armed = True
+                events.call_later(wait, self._send_due)
+
+    def close(self) -> None:
+        """No draft is sent from now on: the answer is about to be stored, or the round ended."""
+        with self.lock:
+            self.closed = True
+
+    def _send_due(self) -> None:
+        with self.lock:
+            self.armed = False
+            if not self.closed and self.text != self.sent_text:
+                self._send()
+
+    def _send(self) -> None:
+        """Send the text so far (the lock held)."""
+        self.sent_at = time.monotonic()
+        self.sent_text = self.text
+        events.answer_delta(self.conversation_id, self.turn_id, self.round, self.text)
