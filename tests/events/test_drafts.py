@@ -1,0 +1,102 @@
+"""Drafts of a streamed answer reach a socket only under a scope checked within the last second (SPEC §16)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.sessions.models import Session
+from django.test import Client
+
+from agent import events
+from agent.access import SessionRef
+from agent.consumers import SCOPE_FRESH_S, AgentConsumer
+from tests.events.sockets import close_code, opened, subscribed
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True), pytest.mark.timeout(30)]
+
+TURN = "5b7e2c8e-0000-4000-8000-000000000001"
+
+
+@pytest.fixture
+def no_idle_recheck(settings: Any) -> None:
+    """Only a draft makes these sockets check their session again."""
+    settings.AGENT = {**settings.AGENT, "SOCKET_RECHECK_S": 3600}
+
+
+def draft(chat: Any, text: str, round_number: int = 1) -> Any:
+    return sync_to_async(events.answer_delta)(chat.pk, TURN, round_number, text)
+
+
+async def test_a_subscribed_socket_gets_each_draft_as_a_delta_frame(
+    no_idle_recheck: None, session: tuple[Client, SessionRef], chat: Any
+) -> None:
+    ws = await opened(session[0])
+    await subscribed(ws, chat)
+    await draft(chat, "Hello, wor")
+    assert await ws.receive_json_from(timeout=5) == {
+        "type": "delta",
+        "conversation": str(chat.pk),
+        "turn": TURN,
+        "round": 1,
+        "text": "Hello, wor",
+    }
+    await ws.disconnect()
+
+
+async def test_a_socket_whose_session_ended_gets_no_draft_and_closes(
+    no_idle_recheck: None, session: tuple[Client, SessionRef], chat: Any
+) -> None:
+    client = session[0]
+    ws = await opened(client)
+    await subscribed(ws, chat)
+    await sync_to_async(Session.objects.filter(session_key=client.session.session_key).delete)()  # no signal
+    await asyncio.sleep(SCOPE_FRESH_S + 0.2)  # the socket's last check is now too old to trust
+    await draft(chat, "SECRET-DRAFT-TEXT")
+    code, frames = await close_code(ws, within=5)
+    assert code == 4401 and frames == ['{"type": "error", "error": "session_gone"}']
+    await ws.disconnect()
+
+
+async def test_a_check_serves_the_drafts_of_one_second_and_the_next_draft_checks_again(
+    no_idle_recheck: None, session: tuple[Client, SessionRef], chat: Any
+) -> None:
+    client = session[0]
+    ws = await opened(client)
+    await subscribed(ws, chat)
+    await draft(chat, "first")  # checks the session now
+    assert (await ws.receive_json_from(timeout=5))["text"] == "first"
+    await sync_to_async(Session.objects.filter(session_key=client.session.session_key).delete)()
+    await draft(chat, "first, second")  # within the second: the check just made still serves
+    assert (await ws.receive_json_from(timeout=5))["text"] == "first, second"
+    await asyncio.sleep(SCOPE_FRESH_S + 0.2)
+    await draft(chat, "first, second, third")  # a new check, which finds the session gone
+    code, frames = await close_code(ws, within=5)
+    assert code == 4401 and frames == ['{"type": "error", "error": "session_gone"}']
+    await ws.disconnect()
+
+
+async def test_a_socket_not_subscribed_to_the_chat_gets_no_draft(
+    no_idle_recheck: None, session: tuple[Client, SessionRef], chat: Any, others_chat: Any
+) -> None:
+    ws = await opened(session[0])
+    await subscribed(ws, chat)
+    await draft(others_chat, "someone else's answer")
+    await draft(chat, "mine")
+    assert (await ws.receive_json_from(timeout=5))["text"] == "mine"
+    await ws.disconnect()
+
+
+async def test_a_newer_draft_replaces_one_the_socket_has_not_delivered_yet() -> None:
+    consumer = AgentConsumer()
+    consumer.inbox, consumer.inbox_ready = deque(), asyncio.Event()
+    event = {"type": events.ANSWER_DELTA, "conversation": "c", "turn": TURN, "round": 1}
+    consumer._enqueue(event | {"text": "a"})
+    consumer._enqueue(event | {"text": "ab"})
+    consumer._enqueue(event | {"round": 2, "text": "c"})
+    consumer._enqueue({"type": events.MESSAGE_ADDED, "conversation": "c", "message": "m"})
+    consumer._enqueue(event | {"round": 2, "text": "cd"})
+    assert [e.get("text") for e in consumer.inbox] == ["ab", "c", None, "cd"]
