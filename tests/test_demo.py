@@ -9,6 +9,10 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
+from agent.ai import complete
+from agent.models import Endpoint
 from agent_project.demo import offline
 
 from .live_site import Visitor, free_port, log_tail, start, stop, wait_for_port, wait_until
@@ -45,6 +49,24 @@ def test_offline_model_labels_its_answers_and_speaks_russian():
     answer = offline.reply([{"role": "user", "content": "привет"}], [])
     assert "tool_calls" not in answer and offline.LABEL["ru"] in answer["content"]
     assert offline.LABEL["en"] in offline.reply([{"role": "user", "content": "hello"}], [])["content"]
+
+
+@pytest.mark.django_db
+def test_offline_model_streams_its_answers_a_word_at_a_time_and_its_tool_calls_whole(user):
+    endpoint = Endpoint(name="offline", base_url=offline.serve(), model=offline.MODEL_NAME, timeout_s=10)
+
+    def ask(text, tools):
+        seen = []
+        messages = [{"role": "user", "content": text}]
+        extra = {"tools": tools} if tools else {}
+        got = complete(endpoint, messages, user=user, source="agent", task="demo", on_chunk=seen.append, **extra)
+        return got, seen
+
+    answer, seen = ask("hello", None)
+    assert answer.content == offline.reply([{"role": "user", "content": "hello"}], [])["content"]
+    assert len(set(seen)) > 5 and all(answer.content.startswith(text) for text in seen)
+    search, _seen = ask("find notes about milk", NOTES_TOOLS)
+    assert [(c.name, c.arguments) for c in search.tool_calls] == [("notes_search", '{"query": "milk"}')]
 
 
 def test_the_demo_serves_the_chat_page_and_makes_a_note_once_its_card_is_confirmed(tmp_path):
