@@ -354,10 +354,12 @@ def _read_stream(
             assembly.add(chunk)
             try:
                 on_chunk(assembly.text)
+            except SoftTimeLimitExceeded:
+                raise  # the task's deadline: journalled as such by ``complete``
             except Exception as reason:
                 raise Interrupted(reason) from None
-    except openai.APITimeoutError:
-        raise AIError("deadline" if _seconds_left(deadline) <= 0 else "request_timeout") from None
+    except openai.APITimeoutError:  # a read bounded by the deadline ends within a moment of it
+        raise AIError("deadline" if _seconds_left(deadline) < 1 else "request_timeout") from None
     except (openai.APIError, ValueError):  # cut off, an error event, or not JSON
         raise AIError("invalid_response") from None
     finally:

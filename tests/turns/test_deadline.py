@@ -56,6 +56,19 @@ def test_an_attempt_never_waits_past_the_deadline(ref, chat, endpoint, model_ser
     assert AIRequest.objects.get().error_code == "deadline"
 
 
+def test_a_stream_still_coming_at_the_deadline_is_cut_there_and_nothing_of_it_stored(ref, chat, endpoint, model_server):
+    # given a model that streams for far longer than the turn has left
+    model_server.push(answer(" ".join(["word"] * 100), chunk_delay=0.05))
+    with agent_conf(TURN_DEADLINE_S=1):
+        turn = turns.start(ref, chat.pk, "hello", impersonated=False)
+        began = time.monotonic()
+        run_turn(str(turn.pk))
+    assert time.monotonic() - began < 2
+    assert Turn.objects.get(pk=turn.pk).status == Turn.Status.DEADLINE
+    assert shape(chat) == [("user", ""), ("notice", "deadline")]
+    assert AIRequest.objects.get().error_code == "deadline"
+
+
 @pytest.fixture
 def soft_time_limit_in() -> Iterator[Any]:
     """Raise Celery's ``SoftTimeLimitExceeded`` in this thread after some seconds, as the worker's
