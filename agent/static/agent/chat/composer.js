@@ -6,7 +6,7 @@
 import { refusalText, showBanner, state, ui } from "./page.js";
 import { api, errorText, urlFor } from "./api.js";
 import { openChat, putChat, refreshDetail, showList } from "./chats.js";
-import { bubble, catchUp } from "./messages.js";
+import { bubble, catchUp, dropDraft } from "./messages.js";
 
 export function signedOut(code) {
   if (state.signedOut) {
@@ -76,6 +76,9 @@ export function setTurn(turnId) {
   const wasBusy = Boolean(state.turn);
   state.turn = turnId;
   state.turnVersion += 1;
+  if (!turnId) {
+    dropDraft(); // no turn runs: no answer is being written
+  }
   updateComposer();
   if (wasBusy && !turnId && (document.activeElement === document.body || document.activeElement === ui.stop)) {
     ui.text.focus();

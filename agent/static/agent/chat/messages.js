@@ -16,9 +16,9 @@ export function resetMessages() {
   state.last = null;
   state.olderDone = true;
   state.turn = null;
+  dropDraft();
   state.endedTurns.clear();
   state.draftsDone.clear();
-  dropDraft();
   ui.log.replaceChildren();
   ui.olderStatus.textContent = "";
   ui.emptyState.hidden = false;
