@@ -80,6 +80,11 @@ def test_e005_lock_renewal_not_shorter_than_the_lease(renew: int, lease: int) ->
     assert ids_for(agent_with(LOCK_RENEW_S=renew, LOCK_LEASE_S=lease)) == ["agent.E005"]
 
 
+@pytest.mark.parametrize("value", [0, -100, 0.5], ids=repr)
+def test_e003_a_stream_interval_that_is_not_a_positive_int(value: Any) -> None:
+    assert ids_for(agent_with(STREAM_INTERVAL_MS=value)) == ["agent.E003"]
+
+
 def test_a_lock_lease_that_is_not_an_int_is_e003_not_a_crash() -> None:
     assert ids_for(agent_with(LOCK_LEASE_S="30")) == ["agent.E003"]
 
