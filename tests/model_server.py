@@ -9,7 +9,8 @@ A request with ``stream: true`` gets its reply as server-sent events, a
 chunk per word (or the reply's ``chunks``), ``chunk_delay`` seconds apart;
 ``cut=True`` breaks the connection off after them, before the finish;
 ``unfinished=True`` ends the body cleanly with no finish at all. The time
-each chunk was written is kept in ``chunk_times``.
+each chunk was written is kept in ``chunk_times``; ``connections`` counts
+the connections clients opened.
 """
 
 from __future__ import annotations
@@ -54,13 +55,19 @@ class ScriptedModelServer:
         self.headers: list[dict[str, str]] = []
         self.received = threading.Event()
         self.chunk_times: list[float] = []
+        self.connections = 0
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go in two writes: no 40 ms wait between them
 
             def log_message(self, *args: Any) -> None:
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                server.connections += 1
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)

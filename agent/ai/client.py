@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.utils import timezone
@@ -340,17 +341,22 @@ def _read_stream(
     """Read a streamed answer to its end, telling ``on_chunk`` of each chunk.
 
     A server that answered with one JSON body after all is read as such. A stream
-    cut before its finish is ``invalid_response``.
+    cut before its finish, or carrying an error, is ``invalid_response``.
     """
-    import openai
-
-    if "text/event-stream" not in stream.response.headers.get("content-type", ""):
-        return _read(stream.response.read(), endpoint, started)
+    response = stream.response
+    if "text/event-stream" not in response.headers.get("content-type", ""):
+        return _read(response.read(), endpoint, started)
+    transport = sys.modules[type(response).__module__.partition(".")[0]]  # httpx, or httpx2 in newer SDKs
     assembly = StreamAssembly()
     try:
-        for chunk in stream:
+        for data in _events(response):
+            if data == "[DONE]":
+                continue  # read on to the body's end, so the connection goes back to the pool
             if _seconds_left(deadline) <= 0:
                 raise AIError("deadline")
+            chunk = json.loads(data)
+            if not isinstance(chunk, dict) or chunk.get("error"):
+                raise AIError("invalid_response")
             assembly.add(chunk)
             try:
                 on_chunk(assembly.text)
@@ -358,18 +364,38 @@ def _read_stream(
                 raise  # the task's deadline: journalled as such by ``complete``
             except Exception as reason:
                 raise Interrupted(reason) from None
-    except openai.APITimeoutError:  # a read bounded by the deadline ends within a moment of it
+    except transport.TimeoutException:  # a read bounded by the deadline ends within a moment of it
         raise AIError("deadline" if _seconds_left(deadline) < 1 else "request_timeout") from None
-    except (openai.APIError, ValueError):  # cut off, an error event, or not JSON
+    except (transport.HTTPError, OSError, ValueError):  # cut off, or not JSON
         raise AIError("invalid_response") from None
     finally:
-        stream.close()
+        response.close()
     if not assembly.finished:
         raise AIError("invalid_response")
     try:
         return _completion(endpoint, assembly.text, assembly.tool_calls(), assembly.usage, assembly.model, started)
     except (TypeError, ValueError):
         raise AIError("invalid_response") from None
+
+
+def _events(response: Any) -> Iterator[str]:
+    """The data of each server-sent event of ``response``, read to the end of its body.
+
+    Read here rather than by the SDK's ``Stream``, which stops at ``[DONE]`` and closes
+    the connection with the body's last bytes unread: every streamed call would open a
+    new connection (and a new TLS handshake).
+    """
+    data: list[str] = []
+    for line in response.iter_lines():
+        if line:
+            field, _colon, value = line.partition(":")
+            if field == "data":
+                data.append(value.removeprefix(" "))
+        elif data:
+            yield "\n".join(data)
+            data = []
+    if data:
+        yield "\n".join(data)
 
 
 def _read(response: bytes, endpoint: Endpoint, started: float) -> Completion:

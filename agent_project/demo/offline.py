@@ -138,6 +138,7 @@ def _text(content: str, lang: str) -> dict[str, Any]:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go in two writes: no 40 ms wait between them
 
     def log_message(self, *args: Any) -> None:
         pass

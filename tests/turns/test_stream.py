@@ -155,6 +155,14 @@ def test_a_streamed_call_reports_the_text_so_far_and_journals_the_usage_of_its_l
     assert completion.request_id == row.pk
 
 
+def test_streamed_calls_read_each_body_to_its_end_and_share_one_connection(
+    endpoint: Any, model_server: ScriptedModelServer, user: Any
+) -> None:
+    model_server.push(answer("one"), answer("two"), answer("three"))
+    assert [stream_call(endpoint, user, []).content for _ in range(3)] == ["one", "two", "three"]
+    assert model_server.connections == 1
+
+
 def test_streamed_tool_calls_are_whole_when_the_call_returns(
     endpoint: Any, model_server: ScriptedModelServer, user: Any
 ) -> None:
