@@ -236,12 +236,18 @@ def message_view(scope: Scope, conversation_id: Any, message_id: Any) -> dict[st
 
     One plain statement (the user's live chat joined to the message): every
     open tab waits for it, and the ORM takes longer to build the query than
-    PostgreSQL to answer it. A card's message reads its card after.
+    PostgreSQL to answer it. Its uuids go in as the database stores them (text
+    on SQLite). A card's message reads its card after.
     """
     rows = list(
         Message.objects.raw(
             _message_of_live_chat(),
-            [parse_uuid(message_id), parse_uuid(conversation_id), scope.user_id, Conversation.Status.DELETED],
+            [
+                Message._meta.pk.get_db_prep_value(parse_uuid(message_id), connection),  # type: ignore[union-attr]
+                Conversation._meta.pk.get_db_prep_value(parse_uuid(conversation_id), connection),  # type: ignore[union-attr]
+                scope.user_id,
+                Conversation.Status.DELETED,
+            ],
         )
     )
     if not rows:

@@ -139,3 +139,24 @@ class Visitor:
         return connect(
             url, additional_headers={"Cookie": cookie}, origin=self.base_url, open_timeout=15, close_timeout=5
         )
+
+
+def next_frame(ws: Any, timeout: float = 30) -> dict[str, Any]:
+    """The next frame of a ``Visitor.websocket``, as JSON."""
+    return json.loads(ws.recv(timeout=timeout))
+
+
+def frames_until(ws: Any, wanted: Callable[[dict[str, Any]], Any], timeout: float = 90) -> list[dict[str, Any]]:
+    """Every frame up to and including the first ``wanted`` one."""
+    deadline = time.monotonic() + timeout
+    frames: list[dict[str, Any]] = []
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError(f"the wanted frame did not come in {timeout} s; came: {frames}")
+        try:
+            frames.append(next_frame(ws, timeout=left))
+        except TimeoutError:
+            continue
+        if wanted(frames[-1]):
+            return frames

@@ -5,6 +5,7 @@ run here as the README runs it, in its own process with the demo site's settings
 and a fresh SQLite file, and reached from outside like a browser.
 """
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ from agent.ai import complete
 from agent.models import Endpoint
 from agent_project.demo import offline
 
-from .live_site import Visitor, free_port, log_tail, start, stop, wait_for_port, wait_until
+from .live_site import Visitor, frames_until, free_port, log_tail, next_frame, start, stop, wait_for_port, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTES_TOOLS = [{"type": "function", "function": {"name": n}} for n in ("notes_search", "notes_read", "notes_create")]
@@ -92,6 +93,18 @@ def test_the_demo_serves_the_chat_page_and_makes_a_note_once_its_card_is_confirm
         assert status == 200 and "agent/chat/main.js" in page
         _status, created = visitor.api("/assistant/api/conversations/new/", {})
         chat = created["conversation"]["id"]
+        # and first says hello with the page's websocket open
+        with visitor.websocket("/ws/agent/") as ws:
+            assert next_frame(ws)["type"] == "ready"
+            ws.send(json.dumps({"type": "subscribe", "conversation": chat}))
+            frames_until(ws, lambda f: f["type"] == "subscribed")
+            ws.send(json.dumps({"type": "send", "conversation": chat, "text": "hello"}))
+            seen = frames_until(ws, lambda f: f["type"] == "message" and f["message"]["role"] == "assistant")
+        # then the answer streams in, a draft at a time, before it is stored and sent whole
+        stored = seen[-1]["message"]["content"]
+        drafts = [f["text"] for f in seen if f["type"] == "delta"]
+        assert len(drafts) >= 2 and all(stored.startswith(text) for text in drafts)
+        wait_until(lambda: not visitor.api(f"/assistant/api/conversations/{chat}/")[1]["turn"], 30, "the turn's end")
         status, _turn = visitor.api(f"/assistant/api/conversations/{chat}/send/", {"text": "create a note: Buy milk"})
         assert status == 200
         card = wait_until(lambda: _waiting_card(visitor, chat), 60, "the offline model's card")

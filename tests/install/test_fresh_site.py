@@ -21,13 +21,23 @@ import sys
 import time
 import zipfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import psycopg
 import pytest
 from django.conf import settings
 
-from tests.live_site import Visitor, free_port, log_tail, start, stop, wait_for_port, wait_until
+from tests.live_site import (
+    Visitor,
+    frames_until,
+    free_port,
+    log_tail,
+    next_frame,
+    start,
+    stop,
+    wait_for_port,
+    wait_until,
+)
 from tests.model_server import answer, tool_calls
 
 from .readme import Step, steps
@@ -85,6 +95,8 @@ def test_a_site_set_up_as_the_readme_says_carries_a_turn_through_a_read_and_a_co
             # then the read tool runs in the worker and the answer arrives on the socket
             seen = frames_until(socket, lambda f: _message(f, role="assistant", content="You have no tasks yet."))
             assert any(_message(f, role="tool", tool_name="todo_list", tool_outcome="ok") for f in seen)
+            drafts = [f["text"] for f in seen if f["type"] == "delta"]  # it streamed in before it was stored
+            assert drafts and all("You have no tasks yet.".startswith(text) for text in drafts)
             wait_until(lambda: not visitor.api(f"/assistant/api/conversations/{chat}/")[1]["turn"], 30, "turn end")
 
             # when the model proposes a write
@@ -315,26 +327,6 @@ def run(
 
 
 # -- the page's websocket and the admin --------------------------------------------------------
-
-
-def next_frame(socket: Any, timeout: float = 30) -> dict[str, Any]:
-    return json.loads(socket.recv(timeout=timeout))
-
-
-def frames_until(socket: Any, wanted: Callable[[dict[str, Any]], Any], timeout: float = 90) -> list[dict[str, Any]]:
-    """Every frame up to and including the first ``wanted`` one."""
-    deadline = time.monotonic() + timeout
-    frames: list[dict[str, Any]] = []
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise AssertionError(f"the wanted frame did not come in {timeout} s; came: {frames}")
-        try:
-            frames.append(next_frame(socket, timeout=left))
-        except TimeoutError:
-            continue
-        if wanted(frames[-1]):
-            return frames
 
 
 def _message(frame: dict[str, Any], **fields: Any) -> bool:
