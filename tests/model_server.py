@@ -82,7 +82,10 @@ class ScriptedModelServer:
                     self._send(reply["status"], {"error": {"message": reply["message"], "type": "scripted"}})
                     return
                 if body.get("stream") and reply.get("raw") is None:
-                    self._stream(reply, body)
+                    try:
+                        self._stream(reply, body)
+                    except (BrokenPipeError, ConnectionResetError):
+                        self.close_connection = True  # the client stopped reading (a stopped turn)
                     return
                 self._send(200, server.completion(reply, body))
 

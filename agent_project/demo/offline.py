@@ -149,7 +149,10 @@ class _Handler(BaseHTTPRequestHandler):
         message = reply(body.get("messages") or [], body.get("tools") or [])
         finish = "tool_calls" if message.get("tool_calls") else "stop"
         if body.get("stream"):
-            self._stream(message, finish)
+            try:
+                self._stream(message, finish)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True  # the turn was stopped: its worker hung up mid-answer
             return
         choice = {"index": 0, "message": message, "finish_reason": finish}
         payload = json.dumps(_envelope("chat.completion", choices=[choice], usage=USAGE)).encode()
