@@ -28,7 +28,6 @@ import io
 import json
 import os
 import re
-import sys
 import time
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -64,29 +63,6 @@ class DraftTab(Tab):
                     self.resyncs += 1
         except Exception as error:  # the bench reports a tab closed under it
             self.closed = error
-
-
-def watch_connections(server: Any) -> list[int]:
-    """The model server's accepted connections (their client ports), and no traceback for a reset one.
-
-    The SDK closes a finished stream's connection without reading the body's
-    last bytes, so each streamed call opens a new one and the server's next
-    read on the old one is reset.
-    """
-    accepted: list[int] = []
-    httpd = server.httpd
-    original_process, original_error = httpd.process_request, httpd.handle_error
-
-    def process_request(request: Any, client_address: Any) -> None:
-        accepted.append(client_address[1])
-        original_process(request, client_address)
-
-    def handle_error(request: Any, client_address: Any) -> None:
-        if not isinstance(sys.exc_info()[1], ConnectionResetError):
-            original_error(request, client_address)
-
-    httpd.process_request, httpd.handle_error = process_request, handle_error
-    return accepted
 
 
 def words(count: int) -> str:
@@ -270,7 +246,7 @@ class Side:
     connections: int = 0  # the model server accepted, over the timed turns
 
 
-def nonmodel_side_by_side(server: Any, accepted: list[int], turns: int, warmup: int) -> tuple[Side, Side, float]:
+def nonmodel_side_by_side(server: Any, turns: int, warmup: int) -> tuple[Side, Side, float]:
     """``turn_overhead``'s turns, streaming on and off alternating, each in its own short chat."""
     from agent.ai import client as ai_client
     from agent.models import Conversation, Endpoint
@@ -311,7 +287,7 @@ def nonmodel_side_by_side(server: Any, accepted: list[int], turns: int, warmup: 
             for side in (on, off) if i % 2 == 0 else (off, on):
                 Endpoint.objects.filter(pk=endpoint.pk).update(supports_streaming=side.streaming)
                 del reads[:]
-                connections = len(accepted)
+                connections = server.connections
                 timed = i >= warmup
                 overhead.run_one(
                     ref, side.variant.chats[i], note_ids, server, clock, holder, side.variant if timed else None
@@ -319,7 +295,7 @@ def nonmodel_side_by_side(server: Any, accepted: list[int], turns: int, warmup: 
                 assert all(bool(r.get("stream")) == side.streaming for r in server.requests[-3:])
                 if timed:
                     side.stream_reads += reads
-                    side.connections += len(accepted) - connections
+                    side.connections += server.connections - connections
     Endpoint.objects.filter(pk=endpoint.pk).update(supports_streaming=True)
     return on, off, busy.since()
 
@@ -394,7 +370,6 @@ def main() -> None:
     from tests.model_server import ScriptedModelServer
 
     server = ScriptedModelServer()
-    accepted = watch_connections(server)
     server.start()
     try:
         endpoint = overhead.point_endpoint_at(server.base_url)
@@ -409,7 +384,7 @@ def main() -> None:
         began = time.monotonic()
         latencies, coalescing = asyncio.run(socket_cases(server, args))
         report_sockets(latencies, coalescing, agent_settings.STREAM_INTERVAL_MS, args)
-        on, off, cores = nonmodel_side_by_side(server, accepted, args.overhead_turns, args.warmup)
+        on, off, cores = nonmodel_side_by_side(server, args.overhead_turns, args.warmup)
         report_nonmodel(on, off, cores, args.overhead_turns)
         print(f"\nwhole run: {time.monotonic() - began:.0f} s")
     finally:
