@@ -1,10 +1,11 @@
-"""Events on the Channels groups of chats and sessions, always sent after commit (SPEC §2.3).
+"""Events on the Channels groups of chats and sessions, sent after commit (SPEC §2.3).
 
 An event carries uuids only; a listener reads what it names through
-``agent.conversations`` with a fresh scope. The one exception is a draft
-of an answer (SPEC §16), which is never stored: it carries its text, and a
-socket forwards it only under a scope checked within the last second. The names of every group the
-assistant uses live here, and so does a socket's way of leaving them.
+``agent.conversations`` with a fresh scope. The one exception is a draft of
+an answer (SPEC §16): never stored, it goes out at once with its text, and a
+socket forwards it only under a scope checked within the last second. The
+names of every group the assistant uses live here, and so does a socket's
+way of leaving them.
 """
 
 from __future__ import annotations
