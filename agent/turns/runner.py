@@ -26,7 +26,7 @@ from django.utils.translation import gettext as _
 
 from .. import attachments, confirmations, events, notices
 from ..access import Columns, Scope, SessionRef, authorize_with, slot
-from ..ai import AIError, Completion, ToolCall, complete, endpoints, guard, usage
+from ..ai import AIError, Completion, ToolCall, complete, endpoints, guard, limits, usage
 from ..attachments import pictures
 from ..conf import agent_settings
 from ..conversations import LeaseLost, append_message
@@ -210,7 +210,10 @@ class TurnRunner:
                 return self.round(scope, number, last=last)
             self.verify()
             journal_row = None if error.refused else error.request_id  # a refused call reached no sink
-            self._notice(notices.MODEL_FAILED, error.params(), ai_request_id=journal_row)
+            params = error.params()
+            if error.limit:  # which cap, how much of it is used, and when it frees up
+                params.update(limits.standing(scope.user, error.limit).params())
+            self._notice(notices.MODEL_FAILED, params, ai_request_id=journal_row)
             raise TurnEnded(End(Status.FAILED, "model_failed")) from None
         self.verify()  # rights lost or a stop asked during the model call: nothing more from it
         content, off_purpose = guard.cut_marker(completion.content)

@@ -7,13 +7,17 @@ site's, else the setting; 0 means no cap.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.utils import timezone, translation
 
 from agent import turns
+from agent.conversations import client_view
 from agent.models import AgentSettings, Message, UserSettings
+from agent.rendering import page_view
 from agent.tasks import run_turn
 from tests.model_server import answer, tool_calls
 
@@ -60,6 +64,25 @@ def test_a_cap_reached_by_the_first_call_refuses_the_second(
     assert len(model_server.requests) == (1 if limit else 2)
     if limit is None:
         assert messages[-1].content == "the answer"
+
+
+def test_a_cap_reached_mid_turn_says_how_much_of_it_is_used_and_when_it_frees_up(
+    ref: Any, chat: Any, user: Any, endpoint: Any, model_server: Any
+) -> None:
+    AgentSettings.objects.filter(pk=AgentSettings.current().pk).update(daily_cost_per_user=Decimal("1"))
+    notice = _run(ref, chat, model_server)[-1]
+    assert notice.notice_params | {"frees_at": None} == {
+        "code": "budget_exceeded",
+        "limit": "cost_per_user",
+        "cap": "1.0000",
+        "used": "2.00000000",
+        "frees_at": None,
+    }
+    frees_at = datetime.fromisoformat(notice.notice_params["frees_at"])
+    assert timedelta(hours=23) < frees_at - timezone.now() <= timedelta(hours=24)
+    with translation.override("en"):
+        text = page_view(client_view(notice))["notice_text"]
+    assert text.startswith("You have used $2 of your $1 for 24 hours. It frees up at ")
 
 
 def test_the_settings_caps_count_when_nothing_overrides_them(

@@ -469,7 +469,11 @@ def test_the_budget_is_checked_again_before_each_model_call(
     model_server.push(tool_calls(("spend", {})), answer("never"))
     run(ref, chat)
     notice = messages_of(chat)[-1]
-    assert notice.notice_params == {"code": "budget_exceeded", "limit": "cost_per_user"}
+    assert {k: notice.notice_params[k] for k in ("code", "limit", "cap")} == {
+        "code": "budget_exceeded",
+        "limit": "cost_per_user",
+        "cap": "1.0000",
+    }
     assert len(model_server.requests) == 1
 
 
