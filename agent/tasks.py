@@ -15,9 +15,11 @@ def run_turn(turn_ref: str) -> None:
 
 @shared_task(name="agent.sweep_turns", ignore_result=True)
 def sweep_turns() -> int:
-    """End turns whose worker died; queue again turns the broker lost."""
+    """End turns whose worker died; queue again turns the broker lost; fail files whose reading died."""
+    from .attachments import lifecycle
     from .turns import monitor
 
+    lifecycle.fail_stalled()
     return monitor.sweep()
 
 

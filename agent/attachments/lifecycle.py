@@ -1,4 +1,4 @@
-"""Stored files go with their rows (SPEC §9, §11).
+"""Stored files go with their rows (SPEC §9, §11), and no file waits forever to be read.
 
 Whatever deletes an ``Attachment`` row (a removed file, a purged chat, a
 deleted user, the nightly purge) also deletes its stored file, after the
@@ -16,11 +16,14 @@ from django.db.models.signals import post_delete
 from django.dispatch import receiver
 from django.utils import timezone
 
+from .. import events
 from ..conf import agent_settings
 from ..models import Attachment
 
 logger = logging.getLogger(__name__)
 BATCH = 500
+STALLED_AFTER_TIMEOUTS = 10
+"""A file still being read after this many ``EXTRACTION_TIMEOUT_S`` lost its reading with its worker."""
 
 
 @receiver(post_delete, sender=Attachment)
@@ -51,3 +54,20 @@ def purge_unlinked() -> int:
         with transaction.atomic():
             _total, by_model = Attachment.objects.filter(pk__in=batch, message__isnull=True).only("id", "file").delete()
         removed += by_model.get(Attachment._meta.label, 0)
+
+
+def fail_stalled() -> int:
+    """Fail the files whose reading died with its worker, so the composer says so instead of
+    waiting for them; how many. Reading one never takes longer than ``EXTRACTION_TIMEOUT_S``,
+    so a file still pending after ``STALLED_AFTER_TIMEOUTS`` of them (a queue wait included)
+    never will be read."""
+    before = timezone.now() - timedelta(seconds=STALLED_AFTER_TIMEOUTS * agent_settings.EXTRACTION_TIMEOUT_S)
+    stalled = Attachment.objects.filter(message__isnull=True, status=Attachment.Status.PENDING, created_at__lt=before)
+    failed = 0
+    for pk, conversation_id in stalled.values_list("pk", "conversation_id")[:BATCH]:
+        with transaction.atomic():
+            pending = Attachment.objects.filter(pk=pk, status=Attachment.Status.PENDING)
+            if pending.update(status=Attachment.Status.FAILED, error_code="extraction_timeout"):
+                events.attachment_processed(conversation_id, pk)
+                failed += 1
+    return failed

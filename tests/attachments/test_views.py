@@ -12,13 +12,14 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from agent import attachments
+from agent import attachments, events
 from agent.access import SessionRef
 from agent.conversations import append_message, create_conversation, delete_conversation
 from agent.models import Attachment, Conversation
 from agent.retention import purge
-from agent.tasks import purge_attachments
+from agent.tasks import purge_attachments, sweep_turns
 from tests.conftest import grant, login
+from tests.events.layer import Listener
 from tests.factories import UserFactory
 from tests.turns.conftest import agent_conf
 
@@ -231,6 +232,26 @@ def test_the_nightly_task_removes_only_unlinked_files_older_than_a_day(
     assert set(Attachment.objects.values_list("pk", flat=True)) == {fresh.pk, sent.pk}
     assert len(stored_files(storage_root)) == 2
     assert purge_attachments.name == "agent.purge_attachments"
+
+
+def test_the_sweep_fails_files_still_pending_long_after_any_reading_could_take(
+    ref: SessionRef, chat: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    stalled, waiting, read = (
+        attachments.add_attachment(ref, chat.pk, upload(f"{n}.txt", b"x"), impersonated=False) for n in range(3)
+    )
+    long_ago = timezone.now() - timedelta(seconds=10 * 30 + 1)  # ten EXTRACTION_TIMEOUT_S
+    Attachment.objects.filter(pk__in=[stalled.pk, read.pk]).update(created_at=long_ago)
+    ready(read)
+    listener = Listener()
+    listener.join(events.topic(chat.pk))
+    with django_capture_on_commit_callbacks(execute=True):
+        sweep_turns()
+    states = dict(Attachment.objects.values_list("pk", "status"))
+    assert states == {stalled.pk: "failed", waiting.pk: "pending", read.pk: "ready"}
+    assert Attachment.objects.get(pk=stalled.pk).error_code == "extraction_timeout"
+    told = listener.receive(timeout=5)
+    assert told is not None and (told["type"], told["attachment"]) == (events.ATTACHMENT_PROCESSED, str(stalled.pk))
 
 
 # -- the admin ---------------------------------------------------------------------------------
