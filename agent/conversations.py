@@ -168,7 +168,7 @@ def get_conversation(ref: SessionRef, conversation_id: Any, *, impersonated: boo
     """The chat with all its messages, oldest first, as a client sees them."""
     _scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
     messages = _client_rows(conversation.messages.order_by("seq"))
-    return {**conversation_view(conversation), "messages": [client_view(m) for m in messages]}
+    return {**conversation_view(conversation), "messages": client_views(messages)}
 
 
 def rename_conversation(ref: SessionRef, conversation_id: Any, title: Any, *, impersonated: bool) -> Conversation:
@@ -252,7 +252,7 @@ def message_view(scope: Scope, conversation_id: Any, message_id: Any) -> dict[st
     )
     if not rows:
         raise NotFound()
-    return client_view(rows[0])
+    return client_views(rows)[0]
 
 
 @functools.cache
@@ -286,13 +286,13 @@ def list_messages(
     qs = Message.objects.filter(conversation=conversation)
     if after is not None:
         rows = qs.filter(seq__gt=_cursor_seq(conversation, after)).order_by("seq")[:limit]
-        return [client_view(m) for m in _client_rows(rows)]
+        return client_views(_client_rows(rows))
     if before is not None:
         qs = qs.filter(seq__lt=_cursor_seq(conversation, before))
     elif not latest:
-        return [client_view(m) for m in _client_rows(qs.order_by("seq")[:limit])]
+        return client_views(_client_rows(qs.order_by("seq")[:limit]))
     newest_first = _client_rows(qs.order_by("-seq")[:limit])
-    return [client_view(m) for m in reversed(newest_first)]
+    return client_views(list(reversed(newest_first)))
 
 
 def _cursor_seq(conversation: Conversation, message_id: Any) -> int:
@@ -493,6 +493,18 @@ def conversation_view(conversation: Conversation) -> dict[str, Any]:
         "last_message_at": conversation.last_message_at.isoformat(),
         "created_at": conversation.created_at.isoformat(),
     }
+
+
+def client_views(messages: Iterable[Message]) -> list[dict[str, Any]]:
+    """Client views of messages; a user's message also lists its files (the page's chips), read in one query."""
+    from .attachments import message_files  # agent.attachments imports this module
+
+    views = [client_view(m) for m in messages]
+    asked = [view for view in views if view["role"] == Message.Role.USER]
+    files = message_files(view["id"] for view in asked) if asked else {}
+    for view in asked:
+        view["files"] = files.get(view["id"], [])
+    return views
 
 
 def client_view(message: Message) -> dict[str, Any]:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from playwright.sync_api import expect
+from playwright.sync_api import Locator, expect
 
+from tests.attachments.conftest import pdf_bytes, picture_bytes
+from tests.factories import ConversationFactory
 from tests.model_server import answer
 
 from .test_chat import send, sign_in
@@ -29,3 +31,56 @@ def test_a_file_attached_in_a_new_chat_is_read_and_goes_with_the_message(tab, us
     expect(tab.locator(".msg-assistant .bubble")).to_have_text("It lists milk.")
     expect(chip).to_have_count(0)  # sent: the chips leave the composer
     assert "milk, bread" in json.dumps(model_server.requests[-1]["messages"][-1], ensure_ascii=False)
+
+
+FILE_NAMES = ("report.pdf", "square.png")
+
+
+def expect_files_on(message: Locator) -> None:
+    """Both files' chips, in either order: the two uploads may be stored in either order."""
+    names = message.locator(".agent-file-name")
+    expect(names).to_have_count(len(FILE_NAMES))
+    for name in FILE_NAMES:
+        expect(names.filter(has_text=name)).to_have_count(1)
+
+
+def test_a_pdf_and_a_picture_reach_the_model_as_text_and_image_and_stay_on_the_message(
+    tab, user, endpoint, model_server
+):
+    endpoint.supports_images = True
+    endpoint.save()
+    chat = ConversationFactory(user=user, title="Receipts")  # the file input uploads only into an open chat
+    model_server.push(answer("Two pages and a red square."))
+    sign_in(tab, user, path=f"/assistant/c/{chat.pk}/")
+
+    tab.locator("#composer input[type=file]").set_input_files(
+        files=[
+            {
+                "name": "report.pdf",
+                "mimeType": "application/pdf",
+                "buffer": pdf_bytes(["walrus ledger", "zeppelin quota"]),
+            },
+            {"name": "square.png", "mimeType": "image/png", "buffer": picture_bytes("PNG")},
+        ]
+    )
+    chips = tab.locator("#composer-files .agent-file-chip")
+    expect(chips).to_have_count(2)
+    for name in FILE_NAMES:
+        expect(chips.filter(has_text=name)).to_have_attribute("data-status", "ready")
+    send(tab, "what did I send?")
+
+    expect(tab.locator(".msg-assistant .bubble")).to_have_text("Two pages and a red square.")
+    user_message = tab.locator(".msg-user")
+    expect(user_message.locator(".bubble")).to_have_text("what did I send?")
+    expect_files_on(user_message)
+    expect(user_message.locator("img.agent-file-thumb")).to_have_attribute("alt", "square.png")
+    tab.reload()  # the files stay on the message when the chat is read again
+    expect_files_on(tab.locator(".msg-user"))
+
+    content = model_server.requests[-1]["messages"][-1]["content"]
+    text_part, image_part = content
+    assert text_part["type"] == "text"
+    assert "what did I send?" in text_part["text"]
+    assert "walrus ledger" in text_part["text"] and "zeppelin quota" in text_part["text"]
+    assert image_part["type"] == "image_url"
+    assert image_part["image_url"]["url"].startswith("data:image/png;base64,")

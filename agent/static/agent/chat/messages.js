@@ -8,6 +8,7 @@ import { api, errorText, urlFor } from "./api.js";
 import { touchChat } from "./chats.js";
 import { cardElement, setCardStatus } from "./cards.js";
 import { claimOutbox, showMessageActions, showOutbox } from "./composer.js";
+import { renderFileChips } from "../attachments.js";
 
 export function resetMessages() {
   state.messages.clear();
@@ -150,6 +151,12 @@ function messageElement(view) {
   }
   const element = bubble(view.role === "user" ? "user" : "other");
   element.querySelector(".bubble").textContent = view.content;
+  if (view.files && view.files.length) {
+    const files = document.createElement("div");
+    files.className = "msg-files";
+    renderFileChips(files, view.files, { attachmentFile: urlFor("file") });
+    element.append(files);
+  }
   element.append(timeElement(view.created_at));
   return element;
 }
