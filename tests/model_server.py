@@ -8,7 +8,9 @@ received are kept in ``requests``.
 A request with ``stream: true`` gets its reply as server-sent events, a
 chunk per word (or the reply's ``chunks``), ``chunk_delay`` seconds apart;
 ``cut=True`` breaks the connection off after them, before the finish;
-``unfinished=True`` ends the body cleanly with no finish at all. The time
+``unfinished=True`` ends the body cleanly with no finish at all;
+``linger`` holds the body open that many seconds after ``[DONE]``. Events
+are JSON as many servers write it, with non-ASCII text unescaped. The time
 each chunk was written is kept in ``chunk_times``; ``connections`` counts
 the connections clients opened.
 """
@@ -102,12 +104,13 @@ class ScriptedModelServer:
                     if reply.get("cut") and index == last:
                         self.close_connection = True  # broken off: no finish, no end of the body
                         return
-                    self._write_event(json.dumps(chunk))
+                    self._write_event(json.dumps(chunk, ensure_ascii=False))
                     server.chunk_times.append(time.monotonic())
                     if reply.get("chunk_delay") and index < last:
                         time.sleep(reply["chunk_delay"])
                 if not reply.get("unfinished"):
                     self._write_event("[DONE]")
+                time.sleep(reply.get("linger") or 0)
                 self.wfile.write(b"0\r\n\r\n")
 
             def _write_event(self, data: str) -> None:

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.utils import timezone
@@ -161,19 +161,22 @@ def complete(
     if tools:
         body["tools"] = tools
     started = time.monotonic()
+    assembly = StreamAssembly()
     try:
         if on_chunk is not None and endpoint.supports_streaming:
             body.update(stream=True, stream_options={"include_usage": True})
-            completion = _read_stream(_create(endpoint, body, deadline), endpoint, started, deadline, on_chunk)
+            response = _create(endpoint, body, deadline)
+            completion = _read_stream(response, assembly, endpoint, started, deadline, on_chunk)
         else:
             completion = _read(_create(endpoint, body, deadline), endpoint, started)
     except Interrupted as interrupted:
-        _fail(journal, AIError("interrupted"), started)
+        code = "deadline" if _seconds_left(deadline) <= 0 else "interrupted"
+        _fail(journal, AIError(code), started, _spent(endpoint, messages, assembly))
         raise interrupted.reason from None
     except AIError as error:
-        raise _fail(journal, error, started) from None
+        raise _fail(journal, error, started, _spent(endpoint, messages, assembly)) from None
     except SoftTimeLimitExceeded:  # the task's own deadline, landing inside the call
-        _fail(journal, AIError("deadline"), started)
+        _fail(journal, AIError("deadline"), started, _spent(endpoint, messages, assembly))
         raise
     except Exception as error:  # every SDK error becomes a code; provider text is never kept
         raise _fail(journal, map_sdk_error(error), started) from None
@@ -243,10 +246,17 @@ def _seconds_left(deadline: datetime | None) -> float:
     return (deadline - timezone.now()).total_seconds()
 
 
-def _fail(journal: dict[str, Any], error: AIError, started: float | None = None) -> AIError:
+def _fail(
+    journal: dict[str, Any], error: AIError, started: float | None = None, spent: dict[str, Any] | None = None
+) -> AIError:
     latency = int((time.monotonic() - started) * 1000) if started is not None else 0
     row = AIRequest.objects.create(
-        **journal, status=AIRequest.Status.ERROR, error_code=error.code, http_status=error.status, latency_ms=latency
+        **journal,
+        **(spent or {}),
+        status=AIRequest.Status.ERROR,
+        error_code=error.code,
+        http_status=error.status,
+        latency_ms=latency,
     )
     usage.deliver(row)
     error.request_id = row.pk
@@ -294,6 +304,7 @@ class StreamAssembly:
     """
 
     def __init__(self) -> None:
+        self.opened = False  # the server began to answer: the request was read, and is paid for
         self.text = ""
         self.calls: dict[int, dict[str, str]] = {}
         self.usage: dict[str, Any] = {}
@@ -336,21 +347,29 @@ class StreamAssembly:
 
 
 def _read_stream(
-    stream: Any, endpoint: Endpoint, started: float, deadline: datetime | None, on_chunk: Callable[[str], None]
+    stream: Any,
+    assembly: StreamAssembly,
+    endpoint: Endpoint,
+    started: float,
+    deadline: datetime | None,
+    on_chunk: Callable[[str], None],
 ) -> Completion:
-    """Read a streamed answer to its end, telling ``on_chunk`` of each chunk.
+    """Read a streamed answer into ``assembly``, telling ``on_chunk`` of each chunk.
 
     A server that answered with one JSON body after all is read as such. A stream
-    cut before its finish, or carrying an error, is ``invalid_response``.
+    cut before its finish, or carrying an error, is ``invalid_response``; one that
+    finished but is slow to end its body after ``[DONE]`` is taken as it is.
     """
     response = stream.response
     if "text/event-stream" not in response.headers.get("content-type", ""):
         return _read(response.read(), endpoint, started)
     transport = sys.modules[type(response).__module__.partition(".")[0]]  # httpx, or httpx2 in newer SDKs
-    assembly = StreamAssembly()
+    assembly.opened = True
+    done = False
     try:
         for data in _events(response):
             if data == "[DONE]":
+                done = True
                 continue  # read on to the body's end, so the connection goes back to the pool
             if _seconds_left(deadline) <= 0:
                 raise AIError("deadline")
@@ -365,9 +384,11 @@ def _read_stream(
             except Exception as reason:
                 raise Interrupted(reason) from None
     except transport.TimeoutException:  # a read bounded by the deadline ends within a moment of it
-        raise AIError("deadline" if _seconds_left(deadline) < 1 else "request_timeout") from None
+        if not (done and assembly.finished):
+            raise AIError("deadline" if _seconds_left(deadline) < 1 else "request_timeout") from None
     except (transport.HTTPError, OSError, ValueError):  # cut off, or not JSON
-        raise AIError("invalid_response") from None
+        if not (done and assembly.finished):
+            raise AIError("invalid_response") from None
     finally:
         response.close()
     if not assembly.finished:
@@ -381,12 +402,12 @@ def _read_stream(
 def _events(response: Any) -> Iterator[str]:
     """The data of each server-sent event of ``response``, read to the end of its body.
 
-    Read here rather than by the SDK's ``Stream``, which stops at ``[DONE]`` and closes
-    the connection with the body's last bytes unread: every streamed call would open a
-    new connection (and a new TLS handshake).
+    Read here rather than by the SDK's ``Stream``, which in recent versions stops at
+    ``[DONE]`` and closes the connection with the body's last bytes unread, so every
+    streamed call would open a new connection (and a new TLS handshake).
     """
     data: list[str] = []
-    for line in response.iter_lines():
+    for line in _lines(response.iter_bytes()):
         if line:
             field, _colon, value = line.partition(":")
             if field == "data":
@@ -396,6 +417,55 @@ def _events(response: Any) -> Iterator[str]:
             data = []
     if data:
         yield "\n".join(data)
+
+
+def _lines(pieces: Iterable[bytes]) -> Iterator[str]:
+    """The lines of a byte stream, split only where server-sent events split them (CR, LF, CRLF).
+
+    Not ``str.splitlines``, which also splits at U+2028, U+0085 and others that a
+    server may leave unescaped inside an event's JSON.
+    """
+    rest = b""
+    for piece in pieces:
+        lines = (rest + piece).splitlines(keepends=True)
+        complete = bool(lines) and lines[-1].endswith(b"\n")  # a lone CR may be half of a CRLF
+        rest = b"" if complete else lines.pop() if lines else b""
+        for line in lines:
+            yield line.rstrip(b"\r\n").decode()
+    if rest:
+        yield rest.rstrip(b"\r\n").decode()
+
+
+CHARS_PER_TOKEN = 4
+
+
+def _spent(endpoint: Endpoint, messages: list[dict[str, Any]], assembly: StreamAssembly) -> dict[str, Any]:
+    """What a stream that ended early cost, for its journal row, so a stopped answer still counts
+    against the caps: its usage if that came, else an estimate at ``CHARS_PER_TOKEN`` of the
+    request's text and of what came of the answer. Nothing for a request never answered."""
+    if not assembly.opened:
+        return {}
+    usage_data = assembly.usage or {
+        "prompt_tokens": sum(len(text) for text in _texts(messages)) // CHARS_PER_TOKEN,
+        "completion_tokens": (len(assembly.text) + sum(len(c["arguments"]) for c in assembly.calls.values()))
+        // CHARS_PER_TOKEN,
+    }
+    try:
+        tokens = _tokens(usage_data)
+        return {**tokens, "cost_usd": _cost(endpoint, usage_data, **tokens)}
+    except (ArithmeticError, TypeError, ValueError):  # a usage no server sends: the failure is journalled as is
+        return {}
+
+
+def _texts(messages: list[dict[str, Any]]) -> Iterator[str]:
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            yield content
+        elif isinstance(content, list):  # parts: a picture's are not text
+            yield from (p.get("text") or "" for p in content if isinstance(p, dict) and p.get("type") == "text")
+        for call in message.get("tool_calls") or []:
+            yield str((call.get("function") or {}).get("arguments") or "")
 
 
 def _read(response: bytes, endpoint: Endpoint, started: float) -> Completion:
@@ -427,25 +497,34 @@ def _completion(
     model: Any,
     started: float,
 ) -> Completion:
-    """The answer with its tokens and cost: the provider's reported cost, else tokens × the endpoint's prices."""
+    """The answer with its tokens and cost."""
     latency = int((time.monotonic() - started) * 1000)
-    input_tokens = int(usage_data.get("prompt_tokens") or 0)
-    output_tokens = int(usage_data.get("completion_tokens") or 0)
-    reported = usage_data.get("cost")
-    if reported is not None:
-        cost = Decimal(str(reported))
-    else:
-        cost = (
-            Decimal(input_tokens) * endpoint.input_price_per_mtok
-            + Decimal(output_tokens) * endpoint.output_price_per_mtok
-        ) / Decimal(1_000_000)
+    tokens = _tokens(usage_data)
+    cost = _cost(endpoint, usage_data, **tokens)
     return Completion(
         content=content,
         tool_calls=calls,
         model=str(model or endpoint.model),
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
         cost_usd=cost,
         latency_ms=latency,
         request_id=None,
+        **tokens,
     )
+
+
+def _tokens(usage_data: dict[str, Any]) -> dict[str, int]:
+    return {
+        "input_tokens": int(usage_data.get("prompt_tokens") or 0),
+        "output_tokens": int(usage_data.get("completion_tokens") or 0),
+    }
+
+
+def _cost(endpoint: Endpoint, usage_data: dict[str, Any], *, input_tokens: int, output_tokens: int) -> Decimal:
+    """The provider's reported cost when it gives one, else tokens × the endpoint's prices."""
+    reported = usage_data.get("cost")
+    if reported is not None:
+        return Decimal(str(reported))
+    prices = (
+        Decimal(input_tokens) * endpoint.input_price_per_mtok + Decimal(output_tokens) * endpoint.output_price_per_mtok
+    )
+    return prices / Decimal(1_000_000)

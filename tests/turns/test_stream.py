@@ -8,6 +8,7 @@ heard through the test's Redis channel layer.
 from __future__ import annotations
 
 import time
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ import pytest
 from agent import events, turns
 from agent.access import SessionRef
 from agent.ai import AIError, complete
-from agent.ai.client import StreamAssembly
+from agent.ai.client import StreamAssembly, _lines
 from agent.models import AIRequest, Turn
 from agent.turns import stream
 from tests.events.layer import Listener
@@ -163,6 +164,28 @@ def test_streamed_calls_read_each_body_to_its_end_and_share_one_connection(
     assert model_server.connections == 1
 
 
+def test_line_separators_inside_an_event_are_text_not_line_breaks(
+    endpoint: Any, model_server: ScriptedModelServer, user: Any
+) -> None:
+    text = "one\u2028two\u2029three\x85four — ünïcode"
+    model_server.push(answer("", chunks=[text[:5], text[5:]]))
+    assert stream_call(endpoint, user, []).content == text
+
+
+def test_events_split_only_at_cr_lf_and_crlf_even_across_reads() -> None:
+    pieces = [b"data: a\r", b"\n\r\ndata: b\xe2\x80\xa8c\n", b"\ndata: d\re", b"vent: x\n"]
+    assert list(_lines(pieces)) == ["data: a", "", "data: b\u2028c", "", "data: d", "event: x"]
+
+
+def test_a_server_slow_to_end_its_body_after_done_still_gives_the_answer(
+    endpoint: Any, model_server: ScriptedModelServer, user: Any
+) -> None:
+    endpoint.timeout_s = 1
+    model_server.push(answer("all said", linger=2))
+    assert stream_call(endpoint, user, []).content == "all said"
+    assert AIRequest.objects.get().status == "success"
+
+
 def test_streamed_tool_calls_are_whole_when_the_call_returns(
     endpoint: Any, model_server: ScriptedModelServer, user: Any
 ) -> None:
@@ -202,7 +225,22 @@ def test_what_on_chunk_raises_ends_the_call_journalled_as_interrupted(
 
     with pytest.raises(LookupError, match="the caller's own reason"):
         complete(endpoint, [], user=user, source="agent", task="agent.chat", on_chunk=stop_at_three)
-    assert list(AIRequest.objects.values_list("status", "error_code")) == [("error", "interrupted")]
+    row = AIRequest.objects.get()
+    assert (row.status, row.error_code) == ("error", "interrupted")
+    # its usage never came: the request's text and the words read are counted at four characters a token
+    assert (row.input_tokens, row.output_tokens) == (0, len("word0 word1 word2") // 4)
+    assert row.cost_usd == Decimal(4 * 8) / Decimal(1_000_000)
+
+
+def test_a_stream_cut_off_is_journalled_with_what_it_cost_so_far(
+    endpoint: Any, model_server: ScriptedModelServer, user: Any
+) -> None:
+    model_server.push(answer(WORDS, cut=True))
+    asked = [{"role": "user", "content": "x" * 4000}]
+    with pytest.raises(AIError):
+        complete(endpoint, asked, user=user, source="agent", task="agent.chat", on_chunk=lambda text: None)
+    row = AIRequest.objects.get()
+    assert (row.error_code, row.input_tokens, row.output_tokens) == ("invalid_response", 1000, len(WORDS) // 4)
 
 
 def test_an_endpoint_that_cannot_stream_is_called_as_before(
