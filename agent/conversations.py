@@ -29,7 +29,7 @@ from . import events
 from .access import Scope, SessionRef, authorize_session
 from .conf import agent_settings
 from .errors import InvalidCursor, NotFound
-from .models import Conversation, Lock, Message, Turn
+from .models import Attachment, Conversation, Lock, Message, Turn
 
 topic = events.topic
 
@@ -497,14 +497,34 @@ def conversation_view(conversation: Conversation) -> dict[str, Any]:
 
 def client_views(messages: Iterable[Message]) -> list[dict[str, Any]]:
     """Client views of messages; a user's message also lists its files (the page's chips), read in one query."""
-    from .attachments import message_files  # agent.attachments imports this module
-
     views = [client_view(m) for m in messages]
     asked = [view for view in views if view["role"] == Message.Role.USER]
     files = message_files(view["id"] for view in asked) if asked else {}
     for view in asked:
         view["files"] = files.get(view["id"], [])
     return views
+
+
+def message_files(message_ids: Iterable[Any]) -> dict[str, list[dict[str, Any]]]:
+    """The files of each message, as clients see them, in one query."""
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    rows = Attachment.objects.filter(message_id__in=list(message_ids)).defer("text").order_by("created_at", "id")
+    for row in rows:
+        grouped.setdefault(str(row.message_id), []).append(file_view(row))
+    return grouped
+
+
+def file_view(attachment: Attachment) -> dict[str, Any]:
+    """What a client sees of a file: never its text."""
+    return {
+        "id": str(attachment.pk),
+        "name": attachment.name,
+        "size": attachment.size,
+        "content_type": attachment.content_type,
+        "status": attachment.status,
+        "error_code": attachment.error_code or None,
+        "is_picture": attachment.is_picture,
+    }
 
 
 def client_view(message: Message) -> dict[str, Any]:

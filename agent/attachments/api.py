@@ -123,28 +123,6 @@ def list_unlinked(ref: SessionRef, conversation_id: Any, *, impersonated: bool) 
     return list(_composer(conversation, scope).defer("text").order_by("created_at", "id"))
 
 
-def client_view(attachment: Attachment) -> dict[str, Any]:
-    """What a client sees of a file: never its text."""
-    return {
-        "id": str(attachment.pk),
-        "name": attachment.name,
-        "size": attachment.size,
-        "content_type": attachment.content_type,
-        "status": attachment.status,
-        "error_code": attachment.error_code or None,
-        "is_picture": attachment.is_picture,
-    }
-
-
-def message_files(message_ids: Iterable[Any]) -> dict[str, list[dict[str, Any]]]:
-    """The files of each message, as clients see them (the page's chips), in one query."""
-    grouped: dict[str, list[dict[str, Any]]] = {}
-    rows = Attachment.objects.filter(message_id__in=list(message_ids)).defer("text").order_by("created_at", "id")
-    for row in rows:
-        grouped.setdefault(str(row.message_id), []).append(client_view(row))
-    return grouped
-
-
 def open_file(ref: SessionRef, attachment_id: Any, *, impersonated: bool) -> tuple[Attachment, IO[bytes]]:
     """A ready file of the user's own, in a chat that is not deleted, opened for reading."""
     scope = authorize_session(ref, impersonated=impersonated)

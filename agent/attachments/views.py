@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET, require_POST
 from .. import errors
 from ..access import SessionRef, is_impersonated, language_for
 from ..conf import agent_settings
+from ..conversations import file_view
 from ..models import UserSettings
 from . import api
 
@@ -106,7 +107,7 @@ def _upload(request: HttpRequest, ref: SessionRef, impersonated: bool, conversat
         attachment = api.add_attachment(ref, conversation_id, uploaded, impersonated=impersonated)
     finally:
         uploaded.close()
-    return JsonResponse({"attachment": api.client_view(attachment)}, status=201)
+    return JsonResponse({"attachment": file_view(attachment)}, status=201)
 
 
 def _too_large(request: HttpRequest, limit: int) -> HttpResponse:
@@ -120,7 +121,7 @@ def _too_large(request: HttpRequest, limit: int) -> HttpResponse:
 def composer(request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str) -> HttpResponse:
     """The chat's files waiting for a message, oldest first."""
     rows = api.list_unlinked(ref, conversation_id, impersonated=impersonated)
-    return JsonResponse({"attachments": [api.client_view(row) for row in rows]})
+    return JsonResponse({"attachments": [file_view(row) for row in rows]})
 
 
 @require_POST
