@@ -112,6 +112,11 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
             return
         await handler(message)
 
+    def _drop_drafts(self, conversation_id: str) -> None:
+        self.inbox = deque(
+            e for e in self.inbox if e["type"] != events.ANSWER_DELTA or e["conversation"] != conversation_id
+        )
+
     def _enqueue(self, event: dict[str, Any]) -> None:
         if event["type"] == events.ANSWER_DELTA and self.inbox and _same_draft(self.inbox[-1], event):
             self.inbox[-1] = event  # a draft not yet delivered: the newer text replaces it
@@ -199,6 +204,7 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
         # Without ``after`` the page holds the chat's latest messages, so none (0) when the chat is empty.
         self.subscribed[conversation_id] = messages[-1]["seq"] if messages else (0 if after is None else None)
         self.resyncing.discard(conversation_id)
+        self._drop_drafts(conversation_id)  # may be older than the answers this reply holds; the next one is whole
         with translation.override(self.language):
             views = [page_view(m) for m in messages]
         return {"type": "subscribed", "conversation": conversation_id, "messages": views}

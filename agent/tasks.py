@@ -19,8 +19,9 @@ def sweep_turns() -> int:
     from .attachments import lifecycle
     from .turns import monitor
 
+    ended = monitor.sweep()  # first: a failure below must not hold up ending dead turns
     lifecycle.fail_stalled()
-    return monitor.sweep()
+    return ended
 
 
 @shared_task(name="agent.purge_chats", ignore_result=True)

@@ -137,8 +137,11 @@ def cut_marker(content: str) -> tuple[str, str | None]:
 
 def draft_text(text: str) -> str:
     """The answer so far as a tab may see it: a marker the model has begun at its end is held back."""
+    start = text.rfind(MARKER_OPEN)
+    if start >= 0:
+        return text[:start].rstrip()
     start = text.rfind(MARKER_OPEN[0])
-    if start >= 0 and (text.startswith(MARKER_OPEN, start) or MARKER_OPEN.startswith(text[start:])):
+    if start >= 0 and MARKER_OPEN.startswith(text[start:]):
         return text[:start].rstrip()
     return text
 

@@ -249,3 +249,18 @@ def test_complete_with_an_admission_under_the_caps_calls_the_model(endpoint, mod
         )
 
     assert len(model_server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("so_far", "shown"),
+    [
+        ("Sorry, I only help with notes.", "Sorry, I only help with notes."),
+        ("Sorry. ⟦", "Sorry."),
+        ("Sorry. ⟦off_pur", "Sorry."),
+        ("Sorry. ⟦off_purpose: a poem", "Sorry."),
+        ("Sorry. ⟦off_purpose: a ⟦poem⟧", "Sorry."),
+        ("The range ⟦1, 2⟧ is closed.", "The range ⟦1, 2⟧ is closed."),
+    ],
+)
+def test_a_draft_holds_back_a_marker_begun_at_its_end_and_nothing_else(so_far: str, shown: str) -> None:
+    assert guard.draft_text(so_far) == shown

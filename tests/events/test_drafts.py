@@ -100,3 +100,17 @@ async def test_a_newer_draft_replaces_one_the_socket_has_not_delivered_yet() -> 
     consumer._enqueue({"type": events.MESSAGE_ADDED, "conversation": "c", "message": "m"})
     consumer._enqueue(event | {"round": 2, "text": "cd"})
     assert [e.get("text") for e in consumer.inbox] == ["ab", "c", None, "cd"]
+
+
+async def test_a_subscribe_drops_the_chats_queued_drafts_which_its_reply_may_have_overtaken() -> None:
+    consumer = AgentConsumer()
+    consumer.inbox, consumer.inbox_ready = deque(), asyncio.Event()
+    draft_of = {"type": events.ANSWER_DELTA, "turn": TURN, "round": 1, "text": "old"}
+    consumer._enqueue(draft_of | {"conversation": "a"})
+    consumer._enqueue({"type": events.MESSAGE_ADDED, "conversation": "a", "message": "m"})
+    consumer._enqueue(draft_of | {"conversation": "b"})
+    consumer._drop_drafts("a")
+    assert [(e["type"], e["conversation"]) for e in consumer.inbox] == [
+        (events.MESSAGE_ADDED, "a"),
+        (events.ANSWER_DELTA, "b"),
+    ]

@@ -19,7 +19,7 @@ export function resetMessages() {
   state.turn = null;
   dropDraft();
   state.endedTurns.clear();
-  state.draftsDone.clear();
+  state.answeredRounds.clear();
   ui.log.replaceChildren();
   ui.olderStatus.textContent = "";
   ui.emptyState.hidden = false;
@@ -54,6 +54,7 @@ function addMessage(view) {
   }
   state.messages.set(view.id, view);
   if (view.role === "assistant" && view.turn) {
+    state.answeredRounds.set(view.turn, (state.answeredRounds.get(view.turn) || 0) + 1); // one answer a round
     dropDraft(view.turn);
   }
   if (!state.first || view.seq < state.first.seq) {
@@ -77,9 +78,10 @@ function addMessage(view) {
 }
 
 export function showDraft(frame) {
-  // The answer so far (never stored): plain text until the stored answer replaces it.
-  const done = state.draftsDone.get(frame.turn);
-  if (frame.conversation !== state.current || state.endedTurns.has(frame.turn) || (done && frame.round <= done)) {
+  // The answer so far (never stored): plain text until the stored answer replaces it. Only of the
+  // turn the page knows to run, and of a round whose answer it does not show yet.
+  const answered = state.answeredRounds.get(frame.turn) || 0;
+  if (frame.conversation !== state.current || frame.turn !== state.turn || frame.round <= answered) {
     return;
   }
   const stick = atBottom();
@@ -101,9 +103,6 @@ export function dropDraft(turnId) {
   // The stored answer or the turn's end takes the draft's place.
   if (turnId && (!state.draft || state.draft.turn !== turnId)) {
     return;
-  }
-  if (state.draft) {
-    state.draftsDone.set(state.draft.turn, state.draft.round);
   }
   state.draft = null;
   ui.draft.replaceChildren();
