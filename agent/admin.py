@@ -122,17 +122,22 @@ class EndpointAdmin(ManageAgentMixin, admin.ModelAdmin):
 
     @admin.action(description=_("Make a test call"))
     def test_call(self, request: HttpRequest, queryset: QuerySet[Endpoint]) -> None:
+        """Call each endpoint as a turn does (streamed where it streams); a server that refuses to
+        stream but answers whole is named, so staff know to untick "supports streaming"."""
         for endpoint in queryset:
             try:
-                answer = complete(
-                    endpoint,
-                    [{"role": "user", "content": "Reply with: ok"}],
-                    user=request.user,
-                    source="admin",
-                    task="agent.endpoint_test",
-                    on_chunk=lambda text: None,  # streamed where the endpoint streams, as turns call it
-                )
+                answer = self._call(endpoint, request, streamed=True)
             except AIError as error:
+                if (
+                    endpoint.supports_streaming
+                    and error.status in (400, 422)
+                    and self._answers_whole(endpoint, request)
+                ):
+                    text = _(
+                        "%(name)s: refused to stream (%(status)s), but answers whole: untick “supports streaming”."
+                    )
+                    self.message_user(request, text % {"name": endpoint, "status": error.status}, messages.WARNING)
+                    continue
                 self.message_user(
                     request, _("%(name)s: failed (%(code)s)") % {"name": endpoint, "code": error.code}, messages.ERROR
                 )
@@ -142,6 +147,24 @@ class EndpointAdmin(ManageAgentMixin, admin.ModelAdmin):
                     _("%(name)s: answered in %(ms)d ms") % {"name": endpoint, "ms": answer.latency_ms},
                     messages.SUCCESS,
                 )
+
+    def _answers_whole(self, endpoint: Endpoint, request: HttpRequest) -> bool:
+        try:
+            self._call(endpoint, request, streamed=False)
+        except AIError:
+            return False
+        return True
+
+    @staticmethod
+    def _call(endpoint: Endpoint, request: HttpRequest, *, streamed: bool) -> Any:
+        return complete(
+            endpoint,
+            [{"role": "user", "content": "Reply with: ok"}],
+            user=request.user,
+            source="admin",
+            task="agent.endpoint_test",
+            on_chunk=(lambda text: None) if streamed else None,
+        )
 
 
 @admin.register(AgentSettings)

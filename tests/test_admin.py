@@ -175,6 +175,19 @@ def test_the_endpoint_test_call_names_the_failure_without_provider_text(staff, e
     assert "failed (invalid_api_key)" in page and "provider secret text" not in page
 
 
+def test_the_endpoint_test_call_names_a_server_that_refuses_to_stream_but_answers_whole(staff, endpoint, model_server):
+    model_server.push({"status": 400, "delay": 0, "message": "Unknown parameter: 'stream_options'"}, {"content": "ok"})
+    response = staff.post(
+        reverse("admin:agent_endpoint_changelist"),
+        {"action": "test_call", "_selected_action": [str(endpoint.pk)]},
+        follow=True,
+    )
+    page = response.content.decode()
+    assert "refused to stream (400), but answers whole" in page and "stream_options" not in page
+    streamed, whole = model_server.requests
+    assert streamed["stream"] is True and "stream" not in whole
+
+
 def test_a_cards_page_never_shows_its_arguments_or_preview(staff, chat):
     from agent.models import Confirmation
 

@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='endpoint',
             name='supports_streaming',
-            field=models.BooleanField(default=True, help_text='Show answers while the model writes them. Turn off for a server that cannot stream.'),
+            field=models.BooleanField(default=True, help_text='Show answers while the model writes them. Turn off for a server that cannot stream.', verbose_name='supports streaming'),
         ),
     ]

@@ -22,7 +22,9 @@ class Endpoint(models.Model):
     supports_images = models.BooleanField(default=False)
     supports_tools = models.BooleanField(default=True)
     supports_streaming = models.BooleanField(
-        default=True, help_text=_("Show answers while the model writes them. Turn off for a server that cannot stream.")
+        _("supports streaming"),
+        default=True,
+        help_text=_("Show answers while the model writes them. Turn off for a server that cannot stream."),
     )
     input_price_per_mtok = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal(0))
     output_price_per_mtok = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal(0))
