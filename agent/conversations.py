@@ -22,6 +22,7 @@ from channels.layers import get_channel_layer
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models.signals import post_save, pre_save
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -344,14 +345,18 @@ def append_message(
     name and holder), nothing is stored unless that lease is held and unexpired, its row
     locked in the same transaction (``LeaseLost``). With ``link_turn``, the message's ``turn``
     names it as the user's message it stores. On PostgreSQL all of it is one statement (one
-    round trip, no transaction of its own); elsewhere a few in a transaction.
+    round trip, no transaction of its own), with the ``pre_save`` and ``post_save`` signals a
+    ``save()`` would send; elsewhere a ``save()`` and a few more statements in a transaction.
     """
     now = timezone.now()
     title = auto_title(title_from) if title_from else ""
     message = Message(conversation_id=conversation_id, seq=0, created_at=now, **fields)
     if connection.vendor == "postgresql":
+        saved = {"sender": Message, "instance": message, "raw": False, "using": connection.alias, "update_fields": None}
+        pre_save.send(**saved)
         message.seq = _store_in_one(message, title, lease, now, link_turn=link_turn)
         message._state.adding, message._state.db = False, connection.alias
+        post_save.send(**saved, created=True)
         events.message_added(conversation_id, message.pk)
         return message
     with transaction.atomic(savepoint=False):

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from django.db.models.signals import post_save, pre_save
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -92,3 +93,22 @@ def test_the_users_message_of_a_turn_is_named_by_the_turn_in_the_same_statement(
         )
     assert len(queries) == (1 if connection.vendor == "postgresql" else 4)
     assert Turn.objects.get(pk=turn.pk).user_message_id == message.pk
+
+
+def test_a_message_sends_pre_save_and_post_save_as_a_save_would(chat: Any) -> None:
+    heard: list[tuple[str, Any, Any]] = []
+
+    def before(sender: Any, instance: Any, **kwargs: Any) -> None:
+        heard.append(("pre_save", instance.seq, kwargs.get("raw")))
+
+    def after(sender: Any, instance: Any, created: bool, **kwargs: Any) -> None:
+        heard.append(("post_save", instance.seq, created))
+
+    pre_save.connect(before, sender=Message)
+    post_save.connect(after, sender=Message)
+    try:
+        append_message(chat.pk, role=Message.Role.USER, content="hello")
+    finally:
+        pre_save.disconnect(before, sender=Message)
+        post_save.disconnect(after, sender=Message)
+    assert heard == [("pre_save", 0, False), ("post_save", 1, True)]
