@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
+import uuid
 
 import pytest
 from playwright.sync_api import Locator, expect
 
+from agent.models import Attachment
 from tests.attachments.conftest import pdf_bytes, picture_bytes
 from tests.factories import ConversationFactory
 from tests.model_server import answer
@@ -31,6 +34,24 @@ def test_a_file_attached_in_a_new_chat_is_read_and_goes_with_the_message(tab, us
     expect(tab.locator(".msg-assistant .bubble")).to_have_text("It lists milk.")
     expect(chip).to_have_count(0)  # sent: the chips leave the composer
     assert "milk, bread" in json.dumps(model_server.requests[-1]["messages"][-1], ensure_ascii=False)
+
+
+def test_a_file_dropped_with_no_chat_open_starts_one_and_is_read_there(tab, user, endpoint, model_server):
+    sign_in(tab, user)
+    dropped = tab.evaluate_handle(
+        """() => {
+            const data = new DataTransfer();
+            data.items.add(new File(["eggs, flour"], "shopping.txt", {type: "text/plain"}));
+            return data;
+        }"""
+    )
+    tab.locator("#composer").dispatch_event("drop", {"dataTransfer": dropped})
+
+    expect(tab).to_have_url(re.compile(r"/assistant/c/[0-9a-f-]{36}/$"))
+    chip = tab.locator("#composer-files .agent-file-chip")
+    expect(chip).to_have_attribute("data-status", "ready")
+    chat = tab.url.rstrip("/").rsplit("/", 1)[-1]
+    assert list(Attachment.objects.values_list("conversation_id", "name")) == [(uuid.UUID(chat), "shopping.txt")]
 
 
 FILE_NAMES = ("report.pdf", "square.png")

@@ -16,7 +16,8 @@
  *
  * `urls` holds the page's URL patterns with PLACEHOLDER where an id goes:
  * `attachments` (GET list), `attachmentUpload` (POST), `attachmentRemove` (POST),
- * `attachmentFile` (GET, the owner's file).
+ * `attachmentFile` (GET, the owner's file). `openConversation`, if given, is awaited
+ * when files are dropped or pasted with no chat open; it opens one (setConversation).
  */
 
 export const PLACEHOLDER = "00000000-0000-0000-0000-000000000000";
@@ -83,7 +84,9 @@ export function renderFileChips(container, files, urls) {
   }
 }
 
-export function mountAttachments({ form, textarea, button, dropTarget, list, urls, csrfToken, onChange }) {
+export function mountAttachments({
+  form, textarea, button, dropTarget, list, urls, csrfToken, onChange, openConversation,
+}) {
   let conversation = null;
   const chips = new Map(); // key (server id, or a local key while uploading) -> state
   let localKeys = 0;
@@ -223,7 +226,14 @@ export function mountAttachments({ form, textarea, button, dropTarget, list, url
     xhr.send(body);
   }
 
-  function take(files) {
+  async function take(files) {
+    if (!conversation && openConversation) {
+      try {
+        await openConversation(); // a file dropped on a new chat starts it, as its first message would
+      } catch (error) {
+        return; // openConversation said why
+      }
+    }
     for (const file of files) {
       upload(file);
     }

@@ -60,11 +60,22 @@ document.querySelectorAll(".dialog-close").forEach((button) => {
 });
 window.addEventListener("popstate", () => openChat(idFromLocation()));
 
-// -- the composer's files (attachments.js): a new chat is made when its first file is picked ------
+// -- the composer's files (attachments.js): a new chat is made when its first file comes -----------
+
+async function openNewChat() {
+  try {
+    const created = await api("POST", urlFor("create"), {});
+    putChat(created.conversation, "top");
+    await openChat(created.conversation.id, { push: true, fresh: true });
+  } catch (error) {
+    ui.composerError.textContent = errorText(error);
+    throw error;
+  }
+}
 
 state.files = mountAttachments({
   form: ui.composer, textarea: ui.text, button: ui.attach, dropTarget: ui.composer, list: ui.files,
-  csrfToken: csrfToken(), onChange: () => updateComposer(),
+  csrfToken: csrfToken(), onChange: () => updateComposer(), openConversation: openNewChat,
   urls: { attachments: urlFor("files"), attachmentUpload: urlFor("upload"), attachmentRemove: urlFor("unattach"),
           attachmentFile: urlFor("file") },
 });
@@ -75,13 +86,11 @@ ui.attach.addEventListener("click", async (event) => {
   }
   event.stopImmediatePropagation();
   try {
-    const created = await api("POST", urlFor("create"), {});
-    putChat(created.conversation, "top");
-    await openChat(created.conversation.id, { push: true, fresh: true });
-    ui.attach.click(); // still within the click's activation: the picker may open
+    await openNewChat();
   } catch (error) {
-    ui.composerError.textContent = errorText(error);
+    return;
   }
+  ui.attach.click(); // still within the click's activation: the picker may open
 }, { capture: true });
 
 window.setInterval(refreshTimes, 60000);
