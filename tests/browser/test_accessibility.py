@@ -65,6 +65,14 @@ def test_the_chat_page_has_no_serious_accessibility_violations(tab, user, endpoi
     assert serious_violations(tab) == []
 
 
+def test_an_answer_streaming_in_has_no_serious_accessibility_violations(tab, user, endpoint, model_server):
+    model_server.push(answer(" ".join(f"word{n}" for n in range(30)), chunk_delay=0.15))
+    sign_in(tab, user)
+    send(tab, "write slowly")
+    expect(tab.locator("#draft .msg-draft .bubble")).to_contain_text("word1")
+    assert serious_violations(tab) == []
+
+
 def test_keyboard_shortcuts_new_chat_focus_jump_and_help(tab, user):
     for title in ("Older", "Newer"):
         chat = ConversationFactory(user=user, title=title)
