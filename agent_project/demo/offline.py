@@ -186,7 +186,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 USAGE = {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
-WORD_PAUSE_S = 0.03
+WORD_PAUSE_S = 0.05  # about 27 tokens a second, as a mid-size model writes: time enough to press Stop
 
 
 def _envelope(kind: str, **fields: Any) -> dict[str, Any]:
