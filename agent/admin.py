@@ -616,25 +616,26 @@ def _latency_percentiles(rows: QuerySet[AIRequest]) -> list[tuple[Any, Any, Any]
     return result
 
 
-JOURNAL_COLUMNS = [
-    "created_at",
-    "id",
-    "user_id",
-    "username",
-    "endpoint",
-    "source",
-    "task",
-    "model",
-    "status",
-    "error_code",
-    "http_status",
-    "input_tokens",
-    "output_tokens",
-    "cost_usd",
-    "latency_ms",
-    "admission",
-]
-"""What the export holds: never captured content, attribution, or anything of an endpoint but its name."""
+JOURNAL_COLUMNS = {
+    "created_at": "created_at",
+    "id": "id",
+    "user_id": "user_id",
+    "username": "user__username",
+    "endpoint": "endpoint__name",
+    "source": "source",
+    "task": "task",
+    "model": "model",
+    "status": "status",
+    "error_code": "error_code",
+    "http_status": "http_status",
+    "input_tokens": "input_tokens",
+    "output_tokens": "output_tokens",
+    "cost_usd": "cost_usd",
+    "latency_ms": "latency_ms",
+    "admission": "admission",
+}
+"""The export's columns and the fields they read: never captured content, attribution, or anything
+of an endpoint but its name."""
 
 
 class _Echo:
@@ -651,24 +652,7 @@ def journal_csv(start: date, end: date) -> Iterator[str]:
     rows = (
         AIRequest.objects.filter(created_at__gte=since, created_at__lt=until)
         .order_by("created_at", "id")
-        .values_list(
-            "created_at",
-            "id",
-            "user_id",
-            "user__username",
-            "endpoint__name",
-            "source",
-            "task",
-            "model",
-            "status",
-            "error_code",
-            "http_status",
-            "input_tokens",
-            "output_tokens",
-            "cost_usd",
-            "latency_ms",
-            "admission",
-        )
+        .values_list(*JOURNAL_COLUMNS.values())
     )
     for row in rows.iterator(chunk_size=2000):
         yield writer.writerow([value.isoformat() if isinstance(value, datetime) else value for value in row])
