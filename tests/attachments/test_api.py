@@ -12,7 +12,7 @@ from django.core.files.uploadedfile import TemporaryUploadedFile
 
 from agent import attachments, errors
 from agent.access import SessionRef
-from agent.conversations import append_message, create_conversation, delete_conversation
+from agent.conversations import append_message, create_conversation, delete_conversation, message_files
 from agent.models import Attachment, Message
 from tests.conftest import login
 from tests.turns.conftest import agent_conf
@@ -309,7 +309,7 @@ def test_message_files_are_the_chips_of_each_message(ref: SessionRef, chat: Any)
     message = append_message(chat.pk, role="user", content="with files")
     one = ready(add(ref, chat, "1.txt"), text="hidden")
     Attachment.objects.filter(pk=one.pk).update(message=message)
-    assert attachments.message_files([message.pk]) == {
+    assert message_files([message.pk]) == {
         str(message.pk): [attachments.client_view(Attachment.objects.get(pk=one.pk))]
     }
 
