@@ -244,8 +244,8 @@ def message_view(scope: Scope, conversation_id: Any, message_id: Any) -> dict[st
         Message.objects.raw(
             _message_of_live_chat(),
             [
-                Message._meta.pk.get_db_prep_value(parse_uuid(message_id), connection),  # type: ignore[union-attr]
-                Conversation._meta.pk.get_db_prep_value(parse_uuid(conversation_id), connection),  # type: ignore[union-attr]
+                _prep(Message._meta, "id", parse_uuid(message_id)),
+                _prep(Conversation._meta, "id", parse_uuid(conversation_id)),
                 scope.user_id,
                 Conversation.Status.DELETED,
             ],
