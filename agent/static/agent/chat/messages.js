@@ -19,7 +19,6 @@ export function resetMessages() {
   state.turn = null;
   dropDraft();
   state.endedTurns.clear();
-  state.answeredRounds.clear();
   ui.log.replaceChildren();
   ui.olderStatus.textContent = "";
   ui.emptyState.hidden = false;
@@ -54,7 +53,6 @@ function addMessage(view) {
   }
   state.messages.set(view.id, view);
   if (view.role === "assistant" && view.turn) {
-    state.answeredRounds.set(view.turn, (state.answeredRounds.get(view.turn) || 0) + 1); // one answer a round
     dropDraft(view.turn);
   }
   if (!state.first || view.seq < state.first.seq) {
@@ -80,7 +78,7 @@ function addMessage(view) {
 export function showDraft(frame) {
   // The answer so far (never stored): plain text until the stored answer replaces it. Only of the
   // turn the page knows to run, and of a round whose answer it does not show yet.
-  const answered = state.answeredRounds.get(frame.turn) || 0;
+  const answered = answersOf(frame.turn);
   if (frame.conversation !== state.current || frame.turn !== state.turn || frame.round <= answered) {
     return;
   }
@@ -97,6 +95,15 @@ export function showDraft(frame) {
   if (stick) {
     ui.scroller.scrollTop = ui.scroller.scrollHeight;
   }
+}
+
+function answersOf(turnId) {
+  // A round stores one answer, so a turn's rounds with an answer shown are its answers counted.
+  let count = 0;
+  state.messages.forEach((view) => {
+    count += view.role === "assistant" && view.turn === turnId ? 1 : 0;
+  });
+  return count;
 }
 
 export function dropDraft(turnId) {

@@ -77,7 +77,6 @@ export const state = {
   turnVersion: 0, // grows with every change of `turn`, so a late answer cannot undo a newer one
   endedTurns: new Set(),
   draft: null, // {turn, round} of the answer shown while the model writes it
-  answeredRounds: new Map(), // turn id -> how many of its answers are shown: drafts of those rounds are old
   sending: false,
   // chat id (null: a chat not created yet) -> the words sent there and not yet seen stored:
   // {text, chat, turn, after}. Until a user message of `turn` arrives they can go back.
