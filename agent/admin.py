@@ -882,7 +882,8 @@ def journal_csv(start: date, end: date) -> Iterator[str]:
         if len(chunk) < JOURNAL_PAGE:
             return
         last_at, last_pk = chunk[-1][at], chunk[-1][pk]
-        page = rows.filter(Q(created_at__gt=last_at) | Q(created_at=last_at, id__gt=last_pk))
+        # the bound alone on the indexed column, so each page starts where the last one ended
+        page = rows.filter(created_at__gte=last_at).filter(Q(created_at__gt=last_at) | Q(id__gt=last_pk))
 
 
 def csv_cell(value: Any) -> Any:
