@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import csv
 from datetime import date, datetime, time, timedelta
+from decimal import Decimal
 from typing import Any, Iterator
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.filters import FieldListFilter, ListFilter
+from django.contrib.admin.utils import get_fields_from_path
 from django.core.exceptions import PermissionDenied
 from django.db import connection
-from django.db.models import Aggregate, Count, F, FloatField, QuerySet, Sum
+from django.db.models import Aggregate, Count, F, FloatField, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
 from django.http.response import HttpResponseBase
@@ -26,6 +29,7 @@ from django.utils.translation import gettext_lazy as _
 from . import conversations
 from .ai import AIError, complete, limits
 from .ai import endpoints as endpoint_rules
+from .conf import agent_settings
 from .models import (
     AgentSettings,
     AIRequest,
@@ -41,10 +45,43 @@ from .models import (
 from .turns import monitor
 
 MANAGE = "agent.manage_agent"
+MANAGE_ENDPOINTS = "agent.manage_endpoints"
 VIEW_CONTENT = "agent.view_chat_content"
+SITE_ENDPOINT_FIELDS = ["default_endpoint", "picture_endpoint", "selectable_endpoints"]
+USER_ENDPOINT_FIELDS = ["endpoint", "picture_endpoint"]
 
 
-class ManageAgentMixin:
+class DeclaredLookupsOnly:
+    """A list page filters only as its own filters and date links do; any other lookup in the
+    query string is refused (400), so no field can be probed through the row count.
+
+    Django's own check guards relations only: ``?session_key__regex=^a`` would be run.
+    """
+
+    def lookup_allowed(self, lookup: str, value: Any, request: Any = None) -> bool:
+        return lookup in self.declared_lookups(request)
+
+    def declared_lookups(self, request: Any) -> set[str]:
+        """The query-string keys of this page's ``list_filter`` and ``date_hierarchy``."""
+        allowed: set[str] = set()
+        for entry in self.get_list_filter(request):  # type: ignore[attr-defined]
+            allowed.update(self._filter_parameters(request, entry))
+        hierarchy = self.date_hierarchy  # type: ignore[attr-defined]
+        if hierarchy:
+            allowed.update(f"{hierarchy}__{part}" for part in ("year", "month", "day"))
+        return allowed
+
+    def _filter_parameters(self, request: Any, entry: Any) -> list[str]:
+        model = self.model  # type: ignore[attr-defined]
+        if isinstance(entry, type) and issubclass(entry, ListFilter) and not issubclass(entry, FieldListFilter):
+            return list(entry(request, {}, model, self).expected_parameters())
+        field_path, filter_class = entry if isinstance(entry, (tuple, list)) else (entry, FieldListFilter.create)
+        field = get_fields_from_path(model, field_path)[-1]
+        spec = filter_class(field, request, {}, model, self, field_path=field_path)
+        return list(spec.expected_parameters())
+
+
+class ManageAgentMixin(DeclaredLookupsOnly):
     """Every page here is for ``agent.manage_agent`` holders."""
 
     def has_module_permission(self, request: HttpRequest) -> bool:
@@ -74,31 +111,104 @@ class ReadOnlyMixin(ManageAgentMixin):
         return False
 
 
+def may_manage_endpoints(request: HttpRequest) -> bool:
+    return request.user.has_perm(MANAGE) and request.user.has_perm(MANAGE_ENDPOINTS)
+
+
+def may_read_content(request: HttpRequest) -> bool:
+    return request.user.has_perm(VIEW_CONTENT)
+
+
 class EndpointForm(forms.ModelForm):
+    """An endpoint's key never moves with it by accident: a new base URL drops the stored key unless
+    this form gives a new one, and sending a variable's key to a new URL takes a tick."""
+
     base_url = forms.URLField(label=_("base URL"), max_length=500, assume_scheme="https")
     api_key = forms.CharField(
         label=_("API key"),
         required=False,
         widget=forms.PasswordInput(render_value=False),
-        help_text=_("Write-only: leave empty to keep the current key."),
+        help_text=_("Write-only: leave empty to keep the current key. A new base URL removes it unless one is given."),
     )
     clear_api_key = forms.BooleanField(label=_("Remove the stored key"), required=False)
+    send_key_to_new_url = forms.BooleanField(label=_("Send the key in the variable to the new URL"), required=False)
 
     class Meta:
         model = Endpoint
         fields = "__all__"
 
-    def clean_api_key(self) -> str:
-        return self.cleaned_data["api_key"] or (self.instance.api_key if self.instance.pk else "")
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.key_change = ""
+        if "api_key_env" in self.fields:  # not on the read-only page
+            self.fields["api_key_env"].help_text = _("Name of an environment variable holding the key: %(prefix)s…") % {
+                "prefix": agent_settings.API_KEY_ENV_PREFIX
+            }
+        if self.instance.api_key_env:
+            self.fields["send_key_to_new_url"].label = _("Send the key in $%(name)s to the new URL") % {
+                "name": self.instance.api_key_env
+            }
 
-    def save(self, commit: bool = True) -> Endpoint:
-        if self.cleaned_data.get("clear_api_key"):
-            self.instance.api_key = ""
-        return super().save(commit)
+    def clean_api_key_env(self) -> str:
+        name = self.cleaned_data["api_key_env"].strip()
+        if name and not endpoint_rules.key_env_allowed(name):
+            raise forms.ValidationError(
+                _("Only a variable whose name starts with %(prefix)s may hold a key."),
+                code="key_env_not_allowed",
+                params={"prefix": agent_settings.API_KEY_ENV_PREFIX},
+            )
+        return name
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        stored = self.instance.api_key if self.instance.pk else ""
+        supplied = data.get("api_key") or ""
+        url = data.get("base_url")
+        moved = bool(self.instance.pk) and url is not None and url != self.instance.base_url
+        if supplied:
+            data["api_key"], self.key_change = supplied, "replaced" if stored else "added"
+        elif stored and (data.get("clear_api_key") or moved):
+            data["api_key"], self.key_change = "", "removed"
+        else:
+            data["api_key"] = stored
+        variable = data.get("api_key_env")
+        if moved and variable and not supplied and not data.get("send_key_to_new_url"):
+            self.add_error(
+                "send_key_to_new_url",
+                _("The key in $%(name)s would go to %(url)s: tick this to send it there, or clear the variable.")
+                % {"name": variable, "url": url},
+            )
+        return data
+
+    def change_summary(self) -> str:
+        """What this save changed, for the admin's history: a new base URL and variable name with
+        their old ones, and what happened to the stored key (never a key)."""
+        parts = []
+        for name in self.changed_data:
+            if name in ("api_key", "clear_api_key", "send_key_to_new_url"):
+                continue
+            if name in ("base_url", "api_key_env"):
+                old, new = self.initial.get(name) or "—", self.cleaned_data.get(name) or "—"
+                parts.append(f"{self.fields[name].label}: {old} → {new}")
+            else:
+                parts.append(str(self.fields[name].label))
+        key_changes = {
+            "added": _("API key stored"),
+            "replaced": _("API key replaced"),
+            "removed": _("stored API key removed"),
+        }
+        if self.key_change:
+            parts.append(str(key_changes[self.key_change]))
+        if not parts:
+            return str(_("No fields changed."))
+        return str(_("Changed %(changes)s.") % {"changes": "; ".join(parts)})
 
 
 @admin.register(Endpoint)
 class EndpointAdmin(ManageAgentMixin, admin.ModelAdmin):
+    """Adding, changing and deleting endpoints takes ``agent.manage_endpoints`` too: an endpoint
+    decides where users' chats and the site's keys go. Without it the page is read-only."""
+
     form = EndpointForm
     list_display = [
         "name",
@@ -113,6 +223,28 @@ class EndpointAdmin(ManageAgentMixin, admin.ModelAdmin):
     list_filter = ["enabled"]
     search_fields = ["name", "model"]
     actions = ["test_call"]
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        return may_manage_endpoints(request)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return may_manage_endpoints(request)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return may_manage_endpoints(request)
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        fields = list(super().get_fields(request, obj))
+        if self.has_change_permission(request, obj):
+            return fields
+        # read-only shows each field's stored value: the key only masked, the form's ticks not at all
+        fields = [name for name in fields if name not in ("clear_api_key", "send_key_to_new_url")]
+        return ["key" if name == "api_key" else name for name in fields]
+
+    def construct_change_message(self, request: HttpRequest, form: Any, formsets: Any, add: bool = False) -> Any:
+        if add:
+            return super().construct_change_message(request, form, formsets, add)
+        return form.change_summary()
 
     @admin.display(description=_("API key"))
     def key(self, obj: Endpoint) -> str:
@@ -171,6 +303,12 @@ class EndpointAdmin(ManageAgentMixin, admin.ModelAdmin):
 class AgentSettingsAdmin(ManageAgentMixin, admin.ModelAdmin):
     filter_horizontal = ["selectable_endpoints"]
 
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        """Which endpoints the site uses is for ``agent.manage_endpoints`` holders to change."""
+        if may_manage_endpoints(request):
+            return self.readonly_fields
+        return [*self.readonly_fields, *SITE_ENDPOINT_FIELDS]
+
     def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
         return False
 
@@ -186,8 +324,25 @@ class AgentSettingsAdmin(ManageAgentMixin, admin.ModelAdmin):
 
 @admin.register(UserSettings)
 class UserSettingsAdmin(ManageAgentMixin, admin.ModelAdmin):
+    """A user's own instructions are theirs: never editable here, shown to content readers only."""
+
     list_display = ["user", "enabled", "language", "endpoint_in_effect", "daily_cost_cap", "daily_turns_cap"]
+    exclude = ["instructions"]
     readonly_fields = ["endpoint_in_effect", "picture_endpoint_in_effect", "limits_now"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        """A personal endpoint is for ``agent.manage_endpoints`` holders to set."""
+        instructions = "own_instructions" if may_read_content(request) else "own_instructions_hidden"
+        endpoints = [] if may_manage_endpoints(request) else USER_ENDPOINT_FIELDS
+        return [*endpoints, instructions, *self.readonly_fields]
+
+    @admin.display(description=_("own instructions"))
+    def own_instructions(self, obj: UserSettings) -> str:
+        return obj.instructions or "—"
+
+    @admin.display(description=_("own instructions"))
+    def own_instructions_hidden(self, obj: UserSettings) -> str:
+        return "—"
 
     @admin.display(description=_("endpoint in effect"))
     def endpoint_in_effect(self, obj: UserSettings) -> str:
@@ -262,13 +417,38 @@ class MessageInline(ContentInline):
 
 @admin.register(Conversation)
 class ConversationAdmin(ManageAgentMixin, admin.ModelAdmin):
-    list_display = ["__str__", "user", "status", "message_count", "cost", "last_message_at"]
+    """A chat's title is the user's words (by default the start of their first message): it shows
+    to ``agent.view_chat_content`` holders only, everyone else sees the chat's id."""
+
+    list_display = ["chat", "user", "status", "message_count", "cost", "last_message_at"]
     list_filter = ["status"]
     search_fields = ["user__username", "id"]
-    readonly_fields = ["id", "user", "title", "status", "message_count", "last_message_at", "created_at"]
+    readonly_fields = ["id", "user", "title_hidden", "status", "message_count", "last_message_at", "created_at"]
     fields = readonly_fields
     actions = ["archive", "delete_softly", "restore"]
     inlines = [MessageInline]
+
+    def get_list_display(self, request: HttpRequest) -> Any:
+        return ["chat_titled" if may_read_content(request) else "chat", *self.list_display[1:]]
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return self.get_readonly_fields(request, obj)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        title = "title" if may_read_content(request) else "title_hidden"
+        return [title if name == "title_hidden" else name for name in self.readonly_fields]
+
+    @admin.display(description=_("chat"))
+    def chat(self, obj: Conversation) -> str:
+        return str(obj.pk)
+
+    @admin.display(description=_("chat"))
+    def chat_titled(self, obj: Conversation) -> str:
+        return obj.title or str(obj.pk)
+
+    @admin.display(description=_("title"))
+    def title_hidden(self, obj: Conversation) -> str:
+        return "—"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:
         return super().get_queryset(request).select_related("user").annotate(total_cost=Sum("messages__cost_usd"))
@@ -416,8 +596,33 @@ class AIRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 @admin.register(OffPurposeFlag)
 class OffPurposeFlagAdmin(ReadOnlyMixin, admin.ModelAdmin):
-    list_display = ["created_at", "user", "reason", "turn_ref"]
-    search_fields = ["user__username", "reason"]
+    """A flag's reason quotes what the user asked: shown and searched for content readers only."""
+
+    list_display = ["created_at", "user", "reason_hidden", "turn_ref"]
+    search_fields = ["user__username"]
+    exclude = ["reason"]
+    readonly_fields = ["reason_hidden"]
+
+    def get_list_display(self, request: HttpRequest) -> Any:
+        return [self._reason(request) if name == "reason_hidden" else name for name in self.list_display]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return [self._reason(request)]
+
+    def get_search_fields(self, request: HttpRequest) -> Any:
+        return [*self.search_fields, "reason"] if may_read_content(request) else self.search_fields
+
+    @staticmethod
+    def _reason(request: HttpRequest) -> str:
+        return "shown_reason" if may_read_content(request) else "reason_hidden"
+
+    @admin.display(description=_("reason"))
+    def shown_reason(self, obj: OffPurposeFlag) -> str:
+        return obj.reason
+
+    @admin.display(description=_("reason"))
+    def reason_hidden(self, obj: OffPurposeFlag) -> str:
+        return "—"
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return request.user.has_perm(MANAGE)  # lifting a block early is a staff decision
@@ -559,10 +764,19 @@ def _stacked_bars(days: list[date], values: dict[tuple[date, str], float], *, mo
     }
 
 
+ENDED_BY_US = ["interrupted", "deadline"]
+"""The journal's codes for a call cut short by a stop or by the turn's deadline."""
+
+
 def endpoint_health(since: datetime) -> list[dict[str, Any]]:
     """Per endpoint since ``since``: calls, errors by code with their rate, p50/p95 latency of the calls
-    that answered (refused calls never reached the endpoint and are not counted)."""
-    rows = AIRequest.objects.filter(created_at__gte=since).exclude(status=AIRequest.Status.REFUSED)
+    that answered. Refused calls never reached the endpoint, and calls our side ended (the user's
+    Stop, the turn's deadline) say nothing of it: neither is counted."""
+    rows = (
+        AIRequest.objects.filter(created_at__gte=since)
+        .exclude(status=AIRequest.Status.REFUSED)
+        .exclude(status=AIRequest.Status.ERROR, error_code__in=ENDED_BY_US)
+    )
     health: dict[Any, dict[str, Any]] = {}
     names = dict(Endpoint.objects.values_list("pk", "name"))
     for row in rows.values("endpoint_id").annotate(calls=Count("id")).order_by():
@@ -638,21 +852,47 @@ JOURNAL_COLUMNS = {
 of an endpoint but its name."""
 
 
+JOURNAL_PAGE = 2000
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
 class _Echo:
     def write(self, value: str) -> str:
         return value
 
 
 def journal_csv(start: date, end: date) -> Iterator[str]:
-    """The journal's rows made from ``start`` to the end of ``end``, oldest first, read in chunks."""
+    """The journal's rows made from ``start`` to the end of ``end``, oldest first.
+
+    Read a page at a time after the last row sent (``created_at``, ``id``): no server-side cursor,
+    which a pooler in transaction mode would lose between two reads.
+    """
     since = timezone.make_aware(datetime.combine(start, time.min))
     until = timezone.make_aware(datetime.combine(end + timedelta(days=1), time.min))
     writer = csv.writer(_Echo())
     yield writer.writerow(JOURNAL_COLUMNS)
-    rows = (
-        AIRequest.objects.filter(created_at__gte=since, created_at__lt=until)
-        .order_by("created_at", "id")
-        .values_list(*JOURNAL_COLUMNS.values())
-    )
-    for row in rows.iterator(chunk_size=2000):
-        yield writer.writerow([value.isoformat() if isinstance(value, datetime) else value for value in row])
+    fields = list(JOURNAL_COLUMNS.values())
+    at, pk = fields.index("created_at"), fields.index("id")
+    rows = AIRequest.objects.filter(created_at__gte=since, created_at__lt=until).order_by("created_at", "id")
+    page = rows
+    while True:
+        chunk = list(page.values_list(*fields)[:JOURNAL_PAGE])
+        for row in chunk:
+            yield writer.writerow([csv_cell(value) for value in row])
+        if len(chunk) < JOURNAL_PAGE:
+            return
+        last_at, last_pk = chunk[-1][at], chunk[-1][pk]
+        # the bound alone on the indexed column, so each page starts where the last one ended
+        page = rows.filter(created_at__gte=last_at).filter(Q(created_at__gt=last_at) | Q(id__gt=last_pk))
+
+
+def csv_cell(value: Any) -> Any:
+    """A value as a spreadsheet should read it: times in ISO form, decimals written out, and text
+    that a spreadsheet would run as a formula (it may come from a provider) quoted with ``'``."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value

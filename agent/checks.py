@@ -88,6 +88,15 @@ def check_agent_settings(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     retention = agent_settings.RETENTION_DAYS
     if retention is not None and not _is_positive_int(retention):
         errors.append(Error("AGENT['RETENTION_DAYS'] must be None or a positive integer.", id="agent.E008"))
+    prefix = agent_settings.API_KEY_ENV_PREFIX
+    if not isinstance(prefix, str) or not prefix.strip():
+        errors.append(
+            Error(
+                "AGENT['API_KEY_ENV_PREFIX'] must be a non-empty string.",
+                hint="Without a prefix an endpoint could name any variable of the process, SECRET_KEY too.",
+                id="agent.E010",
+            )
+        )
     return errors
 
 

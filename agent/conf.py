@@ -80,6 +80,7 @@ class AgentConf:
     SCOPE_CHECKS = _Setting["list[str]"]([])
     USAGE_SINKS = _Setting["list[str]"]([])
     MODEL_MAX_RETRIES = _Setting[int](2)
+    API_KEY_ENV_PREFIX = _Setting[str]("AGENT_KEY_")  # an endpoint's key variable must start with it
     ATTACHMENT_STORAGE = _Setting[str]("default")  # an alias of settings.STORAGES
     ACCEPTED_TYPES = _Setting["list[str]"](
         ["text/plain", "text/markdown", "text/csv", "application/json", "application/pdf", *PICTURE_TYPES, XLSX_TYPE]

@@ -594,16 +594,18 @@ def _clamp(limit: Any, maximum: int) -> int:
 
 
 def staff_set_status(conversation_ids: Iterable[Any], status: str) -> int:
-    """Staff's archive / delete / restore from the admin: one UPDATE, open tabs told."""
+    """Staff's archive / delete / restore from the admin: one UPDATE, open tabs told.
+
+    Archiving leaves a chat its user deleted as it is (and its purge timer running).
+    """
     if status not in Conversation.Status.values:
         raise ValueError(status)
     ids = list(conversation_ids)
+    rows = Conversation.objects.filter(pk__in=ids).exclude(status=status)
+    if status == Conversation.Status.ARCHIVED:
+        rows = rows.exclude(status=Conversation.Status.DELETED)  # only restore brings back a deleted chat
     with transaction.atomic():
-        changed = (
-            Conversation.objects.filter(pk__in=ids)
-            .exclude(status=status)
-            .update(status=status, updated_at=timezone.now())
-        )
+        changed = rows.update(status=status, updated_at=timezone.now())
         for pk in ids:
             events.conversation_changed(pk)
     return changed

@@ -80,7 +80,9 @@ def test_api_key_is_masked_in_the_list_and_never_rendered_in_the_form(staff):
     assert "sk-live-abcdefgh1234" not in form
 
 
-def test_saving_the_endpoint_form_without_a_key_keeps_the_key(staff):
+def test_saving_the_endpoint_form_without_a_key_keeps_the_key(db):
+    staff = Client()
+    staff.force_login(grant(UserFactory(is_staff=True), "agent.manage_agent", "agent.manage_endpoints"))
     endpoint = Endpoint.objects.create(name="e", base_url="http://localhost:8080/v1", model="m", api_key="sk-keep-me")
     data = {
         "name": "e",

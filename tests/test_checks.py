@@ -121,6 +121,15 @@ def test_e008_retention_days_not_none_nor_a_positive_int(value: Any) -> None:
     assert ids_for(agent_with(RETENTION_DAYS=value)) == ["agent.E008"]
 
 
+@pytest.mark.parametrize("value", ["", "  ", None, ["AGENT_KEY_"]], ids=repr)
+def test_e010_api_key_env_prefix_that_is_empty_or_not_a_string(value: Any) -> None:
+    assert ids_for(agent_with(API_KEY_ENV_PREFIX=value)) == ["agent.E010"]
+
+
+def test_an_api_key_env_prefix_of_the_sites_own_passes() -> None:
+    assert ids_for(agent_with(API_KEY_ENV_PREFIX="SITE_MODEL_")) == []
+
+
 @pytest.mark.parametrize("value", [None, 90])
 def test_retention_days_none_or_positive_passes(value: Any) -> None:
     assert ids_for(agent_with(RETENTION_DAYS=value)) == []

@@ -105,9 +105,13 @@ def _client_for(endpoint: Endpoint) -> Any:
 
 
 def _api_key(endpoint: Endpoint) -> str:
+    """The stored key, else the one in the endpoint's variable; a variable the site does not allow
+    is never read, and the call is refused before it reaches the network."""
     if endpoint.api_key:
         return endpoint.api_key
     if endpoint.api_key_env:
+        if not endpoints.key_env_allowed(endpoint.api_key_env):
+            raise AIError("endpoint_not_configured")
         return os.environ.get(endpoint.api_key_env, "")
     return ""
 

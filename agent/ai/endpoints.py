@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..conf import agent_settings
 from ..models import AgentSettings, Endpoint, Message, Turn, UserSettings
 
 PERSONAL, DEFAULT, FALLBACK = "personal", "default", "fallback"
@@ -25,6 +26,13 @@ class Choice:
     endpoint: Endpoint | None
     source: str
     reason: str = ""
+
+
+def key_env_allowed(name: str) -> bool:
+    """Whether an endpoint may name the environment variable ``name`` for its key: only names with
+    ``AGENT["API_KEY_ENV_PREFIX"]``, so no endpoint can send another of the process's variables."""
+    prefix = agent_settings.API_KEY_ENV_PREFIX
+    return bool(prefix) and isinstance(prefix, str) and name.startswith(prefix) and len(name) > len(prefix)
 
 
 def effective(user: Any, *, pictures: bool = False, user_settings: Any = None) -> Choice:

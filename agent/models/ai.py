@@ -16,7 +16,7 @@ class Endpoint(models.Model):
         _("API key variable"),
         max_length=100,
         blank=True,
-        help_text=_("Name of an environment variable holding the key."),
+        help_text=_("Name of an environment variable holding the key; the site allows only names with its prefix."),
     )
     model = models.CharField(_("model"), max_length=200)
     supports_images = models.BooleanField(default=False)
@@ -95,4 +95,5 @@ class OffPurposeFlag(models.Model):
         indexes = [models.Index(fields=["user", "created_at"], name="agent_flag_user_time")]
 
     def __str__(self) -> str:
-        return self.reason
+        # The reason quotes what the user asked: never in a label.
+        return str(self.turn_ref)

@@ -38,7 +38,8 @@ class Conversation(models.Model):
         ]
 
     def __str__(self) -> str:
-        return self.title or str(self.id)
+        # The title is the user's words (by default their first message): never in a label.
+        return str(self.id)
 
 
 class Message(models.Model):

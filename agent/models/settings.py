@@ -48,6 +48,7 @@ class AgentSettings(models.Model):
             ("use_agent", _("Can use the assistant")),
             ("manage_agent", _("Can manage the assistant")),
             ("view_chat_content", _("Can read the text of assistant chats")),
+            ("manage_endpoints", _("Can change the assistant's endpoints and which ones are used")),
         ]
 
     def __str__(self) -> str:

@@ -4,6 +4,8 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from .fields import SealedCharField
+
 
 class Turn(models.Model):
     """One run of the assistant in a chat; its id is the turn's ref."""
@@ -30,7 +32,8 @@ class Turn(models.Model):
     attachment_ids = models.JSONField(default=list, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
     end_reason = models.CharField(max_length=32, blank=True)
-    session_key = models.CharField(max_length=64, blank=True, editable=False)
+    # The live session the runner re-checks at every step, kept encrypted and emptied when the turn ends.
+    session_key = SealedCharField(max_length=255, blank=True, editable=False, purpose="turn-session-key")
     user_slot = models.CharField(max_length=100, blank=True, editable=False)
     admission = models.CharField(max_length=64, blank=True)
     user_message = models.ForeignKey(

@@ -235,8 +235,8 @@ def test_api_key_is_the_bearer_header_and_never_stored(endpoint, model_server, u
 
 
 def test_api_key_env_reads_the_environment_variable(endpoint, model_server, user, monkeypatch):
-    monkeypatch.setenv("AGENT_TEST_MODEL_KEY", "sk-from-the-environment")
-    endpoint.api_key, endpoint.api_key_env = "", "AGENT_TEST_MODEL_KEY"
+    monkeypatch.setenv("AGENT_KEY_TEST_MODEL", "sk-from-the-environment")
+    endpoint.api_key, endpoint.api_key_env = "", "AGENT_KEY_TEST_MODEL"
     endpoint.save()
 
     call(endpoint, user)

@@ -152,7 +152,7 @@ def test_the_fallback_notice_names_its_reason() -> None:
 
 
 def test_an_endpoint_chosen_by_staff_in_the_admin_is_staffs(make_user: Any, user: Any, endpoint: Endpoint) -> None:
-    staff = make_user("agent.manage_agent", "agent.change_usersettings", "agent.view_usersettings", is_staff=True)
+    staff = make_user("agent.manage_agent", "agent.manage_endpoints", is_staff=True)
     client = Client()
     client.force_login(staff)
     mine = other("staff pick")

@@ -24,7 +24,15 @@ from agent.models import AgentSettings, Endpoint
 from agent_project.demo import offline
 from agent_project.notes.models import Note
 
-DEMO_PERMISSIONS = ["use_agent", "manage_agent", "view_chat_content", "view_note", "add_note", "change_note"]
+DEMO_PERMISSIONS = [
+    "use_agent",
+    "manage_agent",
+    "manage_endpoints",
+    "view_chat_content",
+    "view_note",
+    "add_note",
+    "change_note",
+]
 OFFLINE_ENDPOINT = "Offline demo model (no network)"
 
 

@@ -1,0 +1,33 @@
+"""Staff clients with a chosen set of the assistant's permissions."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pytest
+from django.test import Client
+
+
+@pytest.fixture
+def staff_with(make_user: Any) -> Callable[..., Client]:
+    """``staff_with("agent.view_chat_content")``: a signed-in staff client with ``agent.manage_agent`` and those."""
+
+    def sign_in(*permissions: str) -> Client:
+        client = Client()
+        client.force_login(make_user("agent.manage_agent", *permissions, is_staff=True))
+        return client
+
+    return sign_in
+
+
+@pytest.fixture
+def staff(staff_with: Callable[..., Client]) -> Client:
+    """Staff with ``agent.manage_agent`` alone."""
+    return staff_with()
+
+
+def listing(client: Client, url: str, **params: Any) -> tuple[int, int | None]:
+    """A list page's answer to a query string: its status and, when it shows rows, how many."""
+    response = client.get(url, params)
+    changelist = (getattr(response, "context", None) or {}).get("cl") if response.status_code == 200 else None
+    return response.status_code, (changelist.result_count if changelist is not None else None)
