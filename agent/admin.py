@@ -629,14 +629,15 @@ class OffPurposeFlagAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 class AttachmentInline(ContentInline):
-    """A chat's files: name, type, size, status; their text only for ``agent.view_chat_content``."""
+    """A chat's files: type, size, status; their names and text only for ``agent.view_chat_content``
+    (a file's name is the user's words as much as its text is)."""
 
     model = Attachment
     extra = 0
     can_delete = False
     max_num = 0
     fields = [
-        "name",
+        "file_name",
         "content_type",
         "size",
         "status",
@@ -651,6 +652,10 @@ class AttachmentInline(ContentInline):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Attachment]:
         rows = super().get_queryset(request).order_by("-created_at")
         return rows if request.user.has_perm(VIEW_CONTENT) else rows.defer("text")
+
+    @admin.display(description=_("name"))
+    def file_name(self, obj: Attachment) -> str:
+        return obj.name if self._may_read else "—"
 
     @admin.display(description=_("text"))
     def extracted(self, obj: Attachment) -> str:

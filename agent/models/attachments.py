@@ -78,4 +78,5 @@ class Attachment(models.Model):
         ]
 
     def __str__(self) -> str:
-        return self.name
+        # The name is the user's words, as a chat's title is: never in a label staff may see.
+        return str(self.id)

@@ -130,3 +130,17 @@ def test_the_migration_relabels_history_that_named_titles_and_reasons(user: Any)
         importlib.import_module("agent.migrations.0006_staff_and_secrets").relabel_history(apps, editor)
     # then
     assert sorted(LogEntry.objects.values_list("object_repr", flat=True)) == sorted([str(chat.pk), str(flag.turn_ref)])
+
+
+def test_a_files_name_is_hidden_without_view_chat_content(staff: Any, staff_with: Any, titled: Conversation) -> None:
+    # given a file the user added to the chat, named in their own words
+    from agent.models import Attachment
+
+    Attachment.objects.create(
+        user=titled.user, conversation=titled, name="divorce-papers.pdf", content_type="application/pdf", size=10
+    )
+    url = reverse("admin:agent_conversation_change", args=[titled.pk])
+    # then staff without the content permission see that there is a file, not its name
+    page = staff.get(url).content.decode()
+    assert "divorce-papers.pdf" not in page and "application/pdf" in page
+    assert "divorce-papers.pdf" in staff_with("agent.view_chat_content").get(url).content.decode()

@@ -257,7 +257,9 @@ def test_the_sweep_fails_files_still_pending_long_after_any_reading_could_take(
 # -- the admin ---------------------------------------------------------------------------------
 
 
-def test_staff_see_a_chats_files_but_their_text_only_with_view_chat_content(ref: SessionRef, chat: Any) -> None:
+def test_staff_see_a_chats_files_but_their_names_and_text_only_with_view_chat_content(
+    ref: SessionRef, chat: Any
+) -> None:
     ready(
         attachments.add_attachment(ref, chat.pk, upload("plans.txt", b"x"), impersonated=False),
         text="the secret plans 4242",
@@ -266,7 +268,7 @@ def test_staff_see_a_chats_files_but_their_text_only_with_view_chat_content(ref:
     client = Client()
     client.force_login(staff)
     page = client.get(reverse("admin:agent_conversation_change", args=[chat.pk])).content.decode()
-    assert "plans.txt" in page and "4242" not in page
+    assert "text/plain" in page and "plans.txt" not in page and "4242" not in page
     grant(staff, "agent.view_chat_content")
     page = client.get(reverse("admin:agent_conversation_change", args=[chat.pk])).content.decode()
-    assert "the secret plans 4242" in page
+    assert "plans.txt" in page and "the secret plans 4242" in page
