@@ -46,3 +46,10 @@ class _BrokenOff:
 
     def __exit__(self, *exc: Any) -> None:
         pass
+
+
+class UndeletableStorage(InMemoryStorage):
+    """Saves and opens, but every delete fails."""
+
+    def delete(self, name: str) -> None:
+        raise StorageDown("the bucket refuses deletes")

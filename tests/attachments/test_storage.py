@@ -1,4 +1,5 @@
-"""Downloads: streamed from the storage in chunks, one byte range on request, 404 for a file the storage lost."""
+"""Files through any storage: downloads streamed in chunks, one byte range on request, and a storage that
+fails (a lost object, an outage) answered with 404 or ``unreadable`` and logged by ids, never a 500."""
 
 from __future__ import annotations
 
@@ -182,3 +183,14 @@ def test_a_file_the_worker_cannot_read_fails_as_unreadable_and_is_logged(
             process_attachment(str(row.pk))
     assert Attachment.objects.values_list("status", "error_code").get(pk=row.pk) == ("failed", "unreadable")
     assert str(row.pk) in caplog.text and "report" not in caplog.text
+
+
+def test_a_storage_that_fails_to_delete_leaves_the_row_deleted_and_logs_the_id(
+    ref: Any, chat: Any, settings: Any, caplog: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    with use_storage(settings, "tests.attachments.storages.UndeletableStorage"):
+        row = attachments.add_attachment(ref, chat.pk, upload("notes.txt", b"x"), impersonated=False)
+        with caplog.at_level(logging.ERROR, logger="agent"), django_capture_on_commit_callbacks(execute=True):
+            attachments.remove_attachment(ref, row.pk, impersonated=False)
+    assert not Attachment.objects.filter(pk=row.pk).exists()
+    assert str(row.pk) in caplog.text and "StorageDown" in caplog.text and "notes" not in caplog.text
