@@ -28,10 +28,10 @@ STALLED_AFTER_TIMEOUTS = 10
 
 @receiver(post_delete, sender=Attachment)
 def _delete_stored_file(sender: Any, instance: Attachment, **kwargs: Any) -> None:
-    name = instance.file.name
+    name, pk = instance.file.name, instance.pk  # the delete clears the instance's pk before the commit
     if name:
         storage = instance.file.storage
-        transaction.on_commit(lambda: _delete_quietly(storage, name, instance.pk))
+        transaction.on_commit(lambda: _delete_quietly(storage, name, pk))
 
 
 def _delete_quietly(storage: Any, name: str, attachment_id: Any) -> None:
