@@ -15,6 +15,7 @@ from django.conf import settings
 from django.core.checks import Error, Tags, register
 from django.core.checks import Warning as CheckWarning
 from django.core.exceptions import ImproperlyConfigured
+from django.core.files.storage import FileSystemStorage, InvalidStorageError, storages
 from django.middleware.locale import LocaleMiddleware
 from django.shortcuts import resolve_url
 from django.urls import NoReverseMatch
@@ -218,6 +219,38 @@ def check_login_url(app_configs: Any = None, **kwargs: Any) -> list[Error]:
             )
         ]
     return []
+
+
+@register(TAG)
+def check_attachment_storage(app_configs: Any = None, **kwargs: Any) -> list[CheckWarning]:
+    """Files are stored by one process and read by others: a folder must then be shared by every host."""
+    alias = agent_settings.ATTACHMENT_STORAGE
+    try:
+        storage = storages[alias]
+    except (InvalidStorageError, TypeError):
+        return [
+            Error(
+                f"AGENT['ATTACHMENT_STORAGE'] is {alias!r}, which is not a key of settings.STORAGES.",
+                hint=f"Use one of {', '.join(map(repr, getattr(settings, 'STORAGES', {})))}, or add {alias!r} "
+                "to STORAGES.",
+                id="agent.E010",
+            )
+        ]
+    except ImportError:  # a backend that does not import: Django says so where it loads it
+        return []
+    if not isinstance(storage, FileSystemStorage):
+        return []
+    return [
+        CheckWarning(
+            f"Attachments are stored in a folder (STORAGES[{alias!r}] is a FileSystemStorage at "
+            f"{storage.location!r}): a file uploaded through one host is unreadable to a worker on another "
+            "and its download is not found there.",
+            hint="On several hosts use an object store (S3 through django-storages: docs/operations.md, "
+            "'Files on several hosts'), or mount this folder on every web and worker host. On one machine, "
+            "add 'agent.W007' to SILENCED_SYSTEM_CHECKS.",
+            id="agent.W007",
+        )
+    ]
 
 
 def _celery_broker_urls() -> list[str]:

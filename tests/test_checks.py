@@ -17,6 +17,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter
 from channels.security.websocket import AllowedHostsOriginValidator, OriginValidator
 from django.conf import settings
 from django.core import checks
+from django.core.files.storage import FileSystemStorage
 from django.core.management import call_command
 from django.middleware.locale import LocaleMiddleware
 from django.test import override_settings
@@ -24,6 +25,7 @@ from django.urls import path
 
 from agent.checks import (
     check_agent_settings,
+    check_attachment_storage,
     check_channel_layer_reaches_workers,
     check_locale_middleware,
     check_login_url,
@@ -145,8 +147,8 @@ def ids_of(check: Callable[..., list[Any]], **overrides: Any) -> list[str]:
         return [message.id for message in check()]
 
 
-def test_the_test_site_passes_every_check_of_the_app(db: Any) -> None:
-    assert [message.id for message in checks.run_checks(tags=["agent"])] == []
+def test_the_test_site_passes_every_check_of_the_app_but_its_one_folder_of_files(db: Any) -> None:
+    assert [message.id for message in checks.run_checks(tags=["agent"])] == ["agent.W007"]
 
 
 # agent.W002: the in-memory channel layer with a worker in another process
@@ -373,3 +375,44 @@ def test_makemigrations_finds_no_change_whatever_the_sites_languages(languages: 
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert "No changes detected" in result.stdout
+
+
+# agent.W007: attachments in a folder, which every host must then share; agent.E010: no such storage
+
+
+def storages_with(**aliases: Any) -> dict[str, Any]:
+    return {**settings.STORAGES, **{alias: {"BACKEND": backend} for alias, backend in aliases.items()}}
+
+
+class SiteFolderStorage(FileSystemStorage):
+    """A site's own folder storage."""
+
+
+@pytest.mark.parametrize("backend", ["django.core.files.storage.FileSystemStorage", f"{__name__}.SiteFolderStorage"])
+def test_w007_attachments_in_a_folder(backend: str) -> None:
+    with override_settings(STORAGES=storages_with(default=backend)):
+        [warning] = check_attachment_storage()
+
+    assert warning.id == "agent.W007" and "FileSystemStorage" in warning.msg
+    assert "S3" in warning.hint and "SILENCED_SYSTEM_CHECKS" in warning.hint
+
+
+def test_w007_looks_at_the_storage_the_attachments_use() -> None:
+    in_memory = storages_with(files="django.core.files.storage.InMemoryStorage")
+    assert ids_of(check_attachment_storage, STORAGES=in_memory, AGENT=agent_with(ATTACHMENT_STORAGE="files")) == []
+    folder = storages_with(files="django.core.files.storage.FileSystemStorage")
+    assert ids_of(check_attachment_storage, STORAGES=folder, AGENT=agent_with(ATTACHMENT_STORAGE="files")) == [
+        "agent.W007"
+    ]
+
+
+def test_no_w007_for_s3_through_django_storages() -> None:
+    s3 = {"BACKEND": "storages.backends.s3.S3Storage", "OPTIONS": {"bucket_name": "files", "region_name": "eu-north-1"}}
+    assert ids_of(check_attachment_storage, STORAGES={**settings.STORAGES, "default": s3}) == []
+
+
+def test_e010_attachment_storage_names_no_alias_of_storages() -> None:
+    with override_settings(AGENT=agent_with(ATTACHMENT_STORAGE="attachments")):
+        [error] = check_attachment_storage()
+
+    assert error.id == "agent.E010" and "'attachments'" in error.msg and "'default'" in error.hint

@@ -21,7 +21,7 @@ from ..conf import agent_settings
 from ..conversations import authorize_conversation, parse_uuid
 from ..errors import NotFound
 from ..models import Attachment, Conversation
-from . import detection
+from . import detection, downloads
 
 PROCESS_TASK = "agent.process_attachment"
 
@@ -124,7 +124,10 @@ def list_unlinked(ref: SessionRef, conversation_id: Any, *, impersonated: bool) 
 
 
 def open_file(ref: SessionRef, attachment_id: Any, *, impersonated: bool) -> tuple[Attachment, IO[bytes]]:
-    """A ready file of the user's own, in a chat that is not deleted, opened for reading."""
+    """A ready file of the user's own, in a chat that is not deleted, opened for reading.
+
+    A stored file that cannot be opened is ``NotFound`` too, and logged by ids.
+    """
     scope = authorize_session(ref, impersonated=impersonated)
     pk = parse_uuid(attachment_id)
     row = (
@@ -137,8 +140,8 @@ def open_file(ref: SessionRef, attachment_id: Any, *, impersonated: bool) -> tup
         raise NotFound()
     try:
         return row, row.file.storage.open(row.file.name, "rb")
-    except (FileNotFoundError, OSError):
-        raise NotFound() from None
+    except Exception as error:  # each storage fails in its own way (OSError, botocore's ClientError, ...)
+        raise downloads.unreadable(row, error) from None
 
 
 # -- the turn (SPEC §3 step 1, §3.1) ---------------------------------------------------

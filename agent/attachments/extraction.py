@@ -1,8 +1,10 @@
 """Reading a file once (SPEC §9), in the task ``agent.process_attachment``.
 
-Text kinds are decoded here, in bounded chunks: a 20 MB single-line file costs
-one chunk of memory and stops at ``ATTACHMENT_TEXT_CHARS``. PDF, XLSX and
-pictures go to ``parsers`` in a child process with a memory limit, killed at
+Every byte comes through the storage's ``open()``, never a local path, so a
+worker on any host reads what a web process on another host stored. Text kinds
+are decoded here, in bounded chunks: a 20 MB single-line file costs one chunk
+of memory and stops at ``ATTACHMENT_TEXT_CHARS``. PDF, XLSX and pictures are
+streamed to ``parsers`` in a child process with a memory limit, killed at
 ``EXTRACTION_TIMEOUT_S``. The result is stored once: only a ``pending`` row is
 updated, so a second delivery of the task changes nothing.
 """
@@ -11,16 +13,17 @@ from __future__ import annotations
 
 import codecs
 import json
+import logging
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
-from django.core.files import File
+from django.core.files.base import ContentFile
 from django.db import transaction
 
 from .. import events
@@ -29,9 +32,11 @@ from ..models import Attachment
 from . import parsers
 from .detection import TEXT_TYPES
 
+logger = logging.getLogger(__name__)
 CHUNK_BYTES = 64 * 1024
 PARSER_KINDS = {"application/pdf": "pdf", XLSX_TYPE: "xlsx", **{t: "picture" for t in PICTURE_TYPES}}
 ERROR_CODES = ("pdf_encrypted", "pdf_no_text", "unreadable", "too_many_pixels", "extraction_timeout")
+PICTURE_EXTENSIONS = {"image/png": ".png", "image/jpeg": ".jpg"}
 
 
 @dataclass(frozen=True)
@@ -39,7 +44,7 @@ class Result:
     error_code: str = ""
     text: str = ""
     complete: bool = True
-    picture: str | None = None  # a re-encoded picture in the work folder
+    picture: bytes = b""  # a re-encoded picture
     content_type: str | None = None
 
     @property
@@ -56,59 +61,72 @@ def process(attachment_id: Any) -> str | None:
     row = Attachment.objects.filter(pk=pk, status=Attachment.Status.PENDING).defer("text").first()
     if row is None:
         return None
-    with tempfile.TemporaryDirectory(prefix="agent-file-") as work:
-        result = extract(row, work)
-        return store(row, result)
+    return store(row, extract(row))
 
 
-def extract(row: Attachment, work: str) -> Result:
-    if row.content_type in TEXT_TYPES:
-        try:
-            return read_text(row)
-        except OSError:
-            return Result(error_code="unreadable")
+def extract(row: Attachment) -> Result:
     kind = PARSER_KINDS.get(row.content_type)
-    if kind is None:
+    if kind is None and row.content_type not in TEXT_TYPES:
         return Result(error_code="unreadable")
     try:
-        source = local_path(row, work)
-    except OSError:
-        return Result(error_code="unreadable")
-    return run_parser(kind, source, work, row.content_type)
+        handle = row.file.storage.open(row.file.name, "rb")
+    except Exception as error:  # each storage fails in its own way (OSError, botocore's ClientError, ...)
+        return unreadable_in_storage(row, error)
+    with handle:
+        source = StoredFile(handle)
+        try:
+            return read_text(source) if kind is None else run_parser(kind, source, row.content_type)
+        except StorageReadError as error:
+            return unreadable_in_storage(row, error.__cause__ or error)
 
 
-def read_text(row: Attachment) -> Result:
+class StorageReadError(Exception):
+    """Reading the stored file failed part way (the storage's own error is the cause)."""
+
+
+class StoredFile:
+    """A storage's open file whose read errors, whatever the backend, are ``StorageReadError``."""
+
+    def __init__(self, handle: IO[bytes]) -> None:
+        self.handle = handle
+
+    def read(self, size: int) -> bytes:
+        try:
+            return self.handle.read(size)
+        except Exception as error:
+            raise StorageReadError() from error
+
+
+def unreadable_in_storage(row: Attachment, error: BaseException) -> Result:
+    """The stored file could not be read (another host's folder, a missing object): said in the log, by ids."""
+    logger.warning(
+        "agent: the stored file of attachment %s (user %s) could not be read (%s)",
+        row.pk,
+        row.user_id,
+        type(error).__name__,
+    )
+    return Result(error_code="unreadable")
+
+
+def read_text(source: StoredFile) -> Result:
     """UTF-8 with replacement, a chunk at a time, up to ``ATTACHMENT_TEXT_CHARS``."""
     limit = agent_settings.ATTACHMENT_TEXT_CHARS
     decoder = codecs.getincrementaldecoder("utf-8-sig")(errors="replace")
     parts: list[str] = []
     size = 0
-    with row.file.storage.open(row.file.name, "rb") as handle:
-        while size <= limit:
-            chunk = handle.read(CHUNK_BYTES)
-            text = decoder.decode(chunk, final=not chunk)
-            parts.append(text[: limit + 1 - size])
-            size += len(parts[-1])
-            if not chunk:
-                break
+    while size <= limit:
+        chunk = source.read(CHUNK_BYTES)
+        text = decoder.decode(chunk, final=not chunk)
+        parts.append(text[: limit + 1 - size])
+        size += len(parts[-1])
+        if not chunk:
+            break
     text = "".join(parts)
     return Result(text=text[:limit], complete=len(text) <= limit)
 
 
-def local_path(row: Attachment, work: str) -> str:
-    """A path the child can open: the storage's own, or a copy made in chunks."""
-    storage = row.file.storage
-    try:
-        return str(storage.path(row.file.name))
-    except NotImplementedError:  # a remote storage
-        pass
-    target = os.path.join(work, "source")
-    with storage.open(row.file.name, "rb") as source, open(target, "wb") as copy:
-        shutil.copyfileobj(source, copy, CHUNK_BYTES)
-    return target
-
-
-def run_parser(kind: str, source: str, work: str, content_type: str) -> Result:
+def run_parser(kind: str, source: StoredFile, content_type: str) -> Result:
+    """Stream ``source`` to a parser child on its standard input and read its answer."""
     limits = {
         "chars": agent_settings.ATTACHMENT_TEXT_CHARS,
         "pages": agent_settings.EXTRACTION_MAX_PAGES,
@@ -122,35 +140,67 @@ def run_parser(kind: str, source: str, work: str, content_type: str) -> Result:
     }
     # isolated (-I) and with no secret of the worker's environment: a parser bug exploited finds nothing
     env = {"PATH": os.environ.get("PATH", ""), "LANG": "C.UTF-8"}
-    command = [sys.executable, "-I", parsers.__file__, kind, source, work, json.dumps(limits)]
-    try:
-        done = subprocess.run(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            cwd=work,
-            env=env,
-            timeout=agent_settings.EXTRACTION_TIMEOUT_S,
-            check=False,
+    command = [sys.executable, "-I", parsers.__file__, kind, json.dumps(limits)]
+    timeout = agent_settings.EXTRACTION_TIMEOUT_S
+    read_errors: list[StorageReadError] = []
+    with tempfile.TemporaryDirectory(prefix="agent-file-") as scratch:  # the child's working folder, and only that
+        read_end, write_end = os.pipe()
+        try:
+            child = subprocess.Popen(
+                command, stdin=read_end, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=scratch, env=env
+            )
+        except BaseException:
+            os.close(write_end)
+            raise
+        finally:
+            os.close(read_end)
+        feeder = threading.Thread(
+            target=_feed, args=(source, write_end, read_errors), name="agent-extraction-feed", daemon=True
         )
-    except subprocess.TimeoutExpired:
-        return Result(error_code="extraction_timeout")
+        feeder.start()
+        try:
+            out, _ = child.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.communicate()
+            return Result(error_code="extraction_timeout")
+        finally:
+            feeder.join(timeout)  # a dead child breaks the pipe, which ends the feed
+    if read_errors:
+        raise read_errors[0]
+    return parse_answer(out)
+
+
+def _feed(source: StoredFile, fd: int, errors: list[StorageReadError]) -> None:
+    """Copy the stored file into the child's standard input, a chunk at a time."""
     try:
-        answer = json.loads(done.stdout)
+        with os.fdopen(fd, "wb") as pipe:
+            while chunk := source.read(CHUNK_BYTES):
+                pipe.write(chunk)
+    except BrokenPipeError:  # the child stopped reading (its memory limit, a crash): its answer says so
+        pass
+    except StorageReadError as error:  # the storage failed mid-file
+        errors.append(error)
+
+
+def parse_answer(out: bytes) -> Result:
+    """The child's JSON line, and the re-encoded picture's bytes after it."""
+    head, _newline, picture = out.partition(b"\n")
+    try:
+        answer = json.loads(head)
     except ValueError:  # killed at its memory limit, or crashed
         return Result(error_code="unreadable")
     if not answer.get("ok"):
         code = answer.get("code")
         return Result(error_code=code if code in ERROR_CODES else "unreadable")
-    picture = answer.get("picture")
-    if picture is not None and os.path.dirname(os.path.realpath(picture)) != os.path.realpath(work):
+    content_type = answer.get("content_type")
+    if picture and content_type not in PICTURE_EXTENSIONS:
         return Result(error_code="unreadable")
     return Result(
         text=str(answer.get("text") or ""),
         complete=bool(answer.get("complete")),
         picture=picture,
-        content_type=answer.get("content_type"),
+        content_type=content_type,
     )
 
 
@@ -166,10 +216,9 @@ def store(row: Attachment, result: Result) -> str | None:
     }
     new_name = None
     if result.picture and not result.error_code:
-        extension = os.path.splitext(result.picture)[1]
-        with open(result.picture, "rb") as handle:
-            new_name = storage.save(f"{old_name}{extension}", File(handle))
-        fields.update(file=new_name, size=storage.size(new_name), content_type=result.content_type)
+        extension = PICTURE_EXTENSIONS[str(result.content_type)]
+        new_name = storage.save(f"{old_name}{extension}", ContentFile(result.picture))
+        fields.update(file=new_name, size=len(result.picture), content_type=result.content_type)
     with transaction.atomic():
         updated = Attachment.objects.filter(pk=row.pk, status=Attachment.Status.PENDING).update(**fields)
         if updated:

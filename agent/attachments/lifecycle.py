@@ -28,17 +28,21 @@ STALLED_AFTER_TIMEOUTS = 10
 
 @receiver(post_delete, sender=Attachment)
 def _delete_stored_file(sender: Any, instance: Attachment, **kwargs: Any) -> None:
-    name = instance.file.name
+    name, pk = instance.file.name, instance.pk  # the delete clears the instance's pk before the commit
     if name:
         storage = instance.file.storage
-        transaction.on_commit(lambda: _delete_quietly(storage, name))
+        transaction.on_commit(lambda: _delete_quietly(storage, name, pk))
 
 
-def _delete_quietly(storage: Any, name: str) -> None:
+def _delete_quietly(storage: Any, name: str, attachment_id: Any) -> None:
     try:
         storage.delete(name)
     except Exception as error:  # a storage outage leaves a file behind, never fails the delete
-        logger.error("agent: a stored file could not be deleted (%s)", type(error).__name__)
+        logger.error(
+            "agent: the stored file of deleted attachment %s could not be deleted (%s)",
+            attachment_id,
+            type(error).__name__,
+        )
 
 
 def purge_unlinked() -> int:

@@ -8,9 +8,11 @@ uncompressed bytes, characters), so a large but honest file ends ``ready``
 with ``text_complete`` false instead of timing out.
 
 No Django and no import of the ``agent`` package here (the child runs this
-file alone, isolated): it gets a file path and its limits, and prints one JSON
-object: ``{"ok": true, "text", "complete", "picture"?, "content_type"?}`` or
-``{"ok": false, "code"}``.
+file alone, isolated): it gets its limits as an argument and the file's bytes
+on its standard input (streamed from the site's storage by the worker, so no
+host needs the file on its disk), and prints one JSON line:
+``{"ok": true, "text", "complete", "content_type"?}`` or ``{"ok": false, "code"}``.
+A re-encoded picture's bytes follow that line.
 """
 
 from __future__ import annotations
@@ -18,11 +20,10 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import sys
 import warnings
 import zipfile
-from typing import Any, Callable
+from typing import IO, Any, Callable
 
 XLSX_ENTRIES_MAX = 2_000
 
@@ -54,7 +55,7 @@ class TextCollector:
         return "".join(self.parts)
 
 
-def read_pdf(source: str, out_dir: str, limits: dict[str, Any]) -> dict[str, Any]:
+def read_pdf(source: IO[bytes], limits: dict[str, Any]) -> dict[str, Any]:
     from pypdf import PdfReader
     from pypdf.errors import DependencyError, FileNotDecryptedError
 
@@ -82,12 +83,12 @@ def read_pdf(source: str, out_dir: str, limits: dict[str, Any]) -> dict[str, Any
     return {"ok": True, "text": collector.text(), "complete": complete and not collector.full}
 
 
-def read_xlsx(source: str, out_dir: str, limits: dict[str, Any]) -> dict[str, Any]:
+def read_xlsx(source: IO[bytes], limits: dict[str, Any]) -> dict[str, Any]:
     _check_zip(source, limits["unzipped_bytes"])
     from openpyxl import load_workbook
 
-    handle = open(source, "rb")  # a file, not a path: openpyxl would refuse a stored name without ".xlsx"
-    workbook = load_workbook(handle, read_only=True, data_only=True, keep_links=False)
+    source.seek(0)
+    workbook = load_workbook(source, read_only=True, data_only=True, keep_links=False)
     collector = TextCollector(limits["chars"])
     rows_left = limits["rows"]
     complete = True
@@ -113,11 +114,10 @@ def read_xlsx(source: str, out_dir: str, limits: dict[str, Any]) -> dict[str, An
                 break
     finally:
         workbook.close()
-        handle.close()
     return {"ok": True, "text": collector.text(), "complete": complete and not collector.full}
 
 
-def _check_zip(source: str, max_unzipped: int) -> None:
+def _check_zip(source: IO[bytes], max_unzipped: int) -> None:
     """A zip bomb ends here, before openpyxl inflates anything: the declared sizes are the bound."""
     try:
         with zipfile.ZipFile(source) as archive:
@@ -144,7 +144,7 @@ def _csv_line(row: tuple[Any, ...]) -> str:
 _PICTURE_FORMATS = {"image/png": "PNG", "image/jpeg": "JPEG", "image/gif": "GIF", "image/webp": "WEBP"}
 
 
-def read_picture(source: str, out_dir: str, limits: dict[str, Any]) -> dict[str, Any]:
+def read_picture(source: IO[bytes], limits: dict[str, Any]) -> dict[str, Any]:
     """Verify the picture, then re-encode it (first frame, no metadata) no larger than ``PICTURE_MAX_PX``."""
     from PIL import Image, ImageOps
 
@@ -158,6 +158,7 @@ def read_picture(source: str, out_dir: str, limits: dict[str, Any]) -> dict[str,
                 if image.width * image.height > limits["pixels"]:
                     raise Failed("too_many_pixels")
                 image.verify()
+            source.seek(0)
             with Image.open(source) as image:
                 side = limits["max_px"]
                 image.draft("RGB", (side, side))  # JPEG: decode at a reduced scale
@@ -166,20 +167,21 @@ def read_picture(source: str, out_dir: str, limits: dict[str, Any]) -> dict[str,
                 image.thumbnail((side, side))
                 keeps_alpha = image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info
                 lossless = limits["content_type"] in ("image/png", "image/gif") or keeps_alpha
+                picture = io.BytesIO()
                 if lossless:
                     image = image.convert("RGBA" if keeps_alpha else "RGB")
-                    path, content_type = os.path.join(out_dir, "picture.png"), "image/png"
-                    image.save(path, "PNG", optimize=True)
+                    content_type = "image/png"
+                    image.save(picture, "PNG", optimize=True)
                 else:
                     image = image.convert("RGB")
-                    path, content_type = os.path.join(out_dir, "picture.jpg"), "image/jpeg"
-                    image.save(path, "JPEG", quality=85)
+                    content_type = "image/jpeg"
+                    image.save(picture, "JPEG", quality=85)
         except (Image.DecompressionBombError, Image.DecompressionBombWarning):
             raise Failed("too_many_pixels") from None
-    return {"ok": True, "text": "", "complete": True, "picture": path, "content_type": content_type}
+    return {"ok": True, "text": "", "complete": True, "picture": picture.getvalue(), "content_type": content_type}
 
 
-PARSERS: dict[str, Callable[[str, str, dict[str, Any]], dict[str, Any]]] = {
+PARSERS: dict[str, Callable[[IO[bytes], dict[str, Any]], dict[str, Any]]] = {
     "pdf": read_pdf,
     "xlsx": read_xlsx,
     "picture": read_picture,
@@ -196,17 +198,19 @@ def _limit_memory(megabytes: int) -> None:
 
 
 def main(argv: list[str]) -> int:
-    kind, source, out_dir, limits_json = argv
+    kind, limits_json = argv
     limits = json.loads(limits_json)
     _limit_memory(limits["memory_mb"])
-    answer, sys.stdout = sys.stdout, sys.stderr  # whatever a parser prints is not the answer
+    answer, sys.stdout = sys.stdout.buffer, sys.stderr  # whatever a parser prints is not the answer
     try:
-        result = PARSERS[kind](source, out_dir, limits)
+        result = PARSERS[kind](io.BytesIO(sys.stdin.buffer.read()), limits)
     except Failed as failed:
         result = {"ok": False, "code": failed.code}
     except Exception:  # MemoryError included: a corrupt, lying or greedy file
         result = {"ok": False, "code": "unreadable"}
-    answer.write(json.dumps(result))
+    picture = result.pop("picture", b"")
+    answer.write(json.dumps(result).encode() + b"\n" + picture)
+    answer.flush()
     return 0
 
 

@@ -2,7 +2,8 @@
 
 Files are served only to their owner, through the check ladder, never from a
 public media URL: with ``Content-Disposition``, ``nosniff`` and a policy that
-lets nothing in the response run.
+lets nothing in the response run. They stream from the storage in chunks, with
+``Range`` support (``downloads``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any, Callable
 
 from django.core.exceptions import ValidationError
 from django.core.files.uploadhandler import FileUploadHandler, StopUpload
-from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import translation
 from django.utils.translation import get_language
 from django.utils.translation import gettext as _
@@ -24,7 +25,7 @@ from ..access import SessionRef, is_impersonated, language_for
 from ..conf import agent_settings
 from ..conversations import file_view
 from ..models import UserSettings
-from . import api
+from . import api, downloads
 
 MULTIPART_OVERHEAD = 64 * 1024
 """Room for the multipart headers around the file in a request's declared length."""
@@ -134,13 +135,21 @@ def remove(request: HttpRequest, ref: SessionRef, impersonated: bool, attachment
 @require_GET
 @json_api
 def serve(request: HttpRequest, ref: SessionRef, impersonated: bool, attachment_id: str) -> HttpResponse:
-    """The owner's ready file: a picture inline (re-encoded when it was read), anything else as a download."""
+    """The owner's ready file: a picture inline (re-encoded when it was read), anything else as a download.
+
+    A ``Range`` request gets its bytes (206) or 416; a stored file that cannot be read is 404.
+    """
     attachment, handle = api.open_file(ref, attachment_id, impersonated=impersonated)
     content_type = attachment.content_type
     if content_type.startswith("text/") or content_type == "application/json":
         content_type += "; charset=utf-8"
-    response = FileResponse(
-        handle, content_type=content_type, as_attachment=not attachment.is_picture, filename=attachment.name
+    response = downloads.respond(
+        attachment,
+        handle,
+        request.headers,
+        content_type=content_type,
+        as_attachment=not attachment.is_picture,
+        filename=attachment.name,
     )
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = SERVED_POLICY

@@ -240,32 +240,34 @@ def test_a_parser_over_its_memory_limit_fails_as_unreadable_and_the_worker_lives
     assert failed_with(row, "unreadable")
 
 
-def test_the_parser_child_gets_no_secret_of_the_workers_environment(monkeypatch: Any, tmp_path: Path) -> None:
+def test_the_parser_child_gets_no_secret_of_the_workers_environment(monkeypatch: Any) -> None:
+    import io
+
     from agent.attachments import extraction
 
     seen: dict[str, Any] = {}
+    real_popen = subprocess.Popen
 
-    def fake_run(command: list[str], **kwargs: Any) -> Any:
+    def recording_popen(command: list[str], **kwargs: Any) -> Any:
         seen.update(kwargs)
-        return type("Done", (), {"stdout": json.dumps({"ok": True, "text": "t", "complete": True}).encode()})
+        return real_popen(command, **kwargs)
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-leak")
-    monkeypatch.setattr(extraction.subprocess, "run", fake_run)
-    extraction.run_parser("pdf", str(tmp_path / "x.pdf"), str(tmp_path), "application/pdf")
+    monkeypatch.setattr(extraction.subprocess, "Popen", recording_popen)
+    source = extraction.StoredFile(io.BytesIO(pdf_bytes(["hello"])))
+    assert extraction.run_parser("pdf", source, "application/pdf").text == "hello"
     assert "OPENAI_API_KEY" not in seen["env"] and "DATABASE_URL" not in seen["env"]
 
 
-def test_parsers_print_nothing_but_their_answer(tmp_path: Path) -> None:
-    """Run as extraction runs it, in a child process: its memory limit must never bind the caller."""
+def test_parsers_read_the_file_from_their_input_and_print_nothing_but_their_answer() -> None:
+    """Run as extraction runs it, in a child process that is given bytes, never a path on some host's disk."""
     from agent.attachments import parsers
 
-    source = tmp_path / "a.pdf"
-    source.write_bytes(pdf_bytes(["hello"]))
     limits = {"chars": 100, "pages": 5, "memory_mb": 4096}
     child = subprocess.run(
-        [sys.executable, "-I", parsers.__file__, "pdf", str(source), str(tmp_path), json.dumps(limits)],
+        [sys.executable, "-I", parsers.__file__, "pdf", json.dumps(limits)],
+        input=pdf_bytes(["hello"]),
         capture_output=True,
-        text=True,
         timeout=60,
         check=True,
     )

@@ -79,9 +79,15 @@ class Process:
     """One program in a process group of its own, its output appended to ``log``."""
 
     def __init__(
-        self, name: str, argv: list[str], env: dict[str, str], log: Path, ready: Callable[["Process"], bool]
+        self,
+        name: str,
+        argv: list[str],
+        env: dict[str, str],
+        log: Path,
+        ready: Callable[["Process"], bool],
+        cwd: Path = ROOT,
     ) -> None:
-        self.name, self.argv, self.env, self.log, self._ready = name, argv, env, log, ready
+        self.name, self.argv, self.env, self.log, self._ready, self.cwd = name, argv, env, log, ready, cwd
         self.popen: subprocess.Popen[bytes] | None = None
         self.log_offset = 0
 
@@ -93,7 +99,7 @@ class Process:
             out.flush()
             self.popen = subprocess.Popen(
                 self.argv,
-                cwd=ROOT,
+                cwd=self.cwd,
                 env=self.env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -208,6 +214,8 @@ class Stack:
 
     ``agent`` overrides keys of ``settings.AGENT`` in every process of the stack
     (through ``tests.faults.settings``), so the worker, beat and daphne agree.
+    A stack that stands for one host of several gets its own ``settings``
+    module, worker ``queue``, working directory (``cwd``) and ``env`` additions.
     """
 
     def __init__(
@@ -217,25 +225,33 @@ class Stack:
         agent: dict[str, Any] | None = None,
         redis_url: str | None = None,
         broker_url: str | None = None,
+        settings_module: str = "tests.faults.settings",
+        queue: str | None = None,
+        cwd: Path = ROOT,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.name = name
         self.directory = run_artifacts() / name
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
-        self.queue = settings.CELERY_TASK_DEFAULT_QUEUE
+        self.queue = queue or settings.CELERY_TASK_DEFAULT_QUEUE
         self.broker_url = broker_url or settings.CELERY_BROKER_URL
         self.agent = dict(agent or {})
+        self.cwd = cwd
         db = connection.settings_dict
         self.env = os.environ | {
-            "DJANGO_SETTINGS_MODULE": "tests.faults.settings",
+            "DJANGO_SETTINGS_MODULE": settings_module,
             "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}",
             "CELERY_BROKER_URL": self.broker_url,
             "AGENT_TEST_QUEUE": self.queue,
             "AGENT_FAULTS_SETTINGS": json.dumps(self.agent),
             "PYTHONUNBUFFERED": "1",
+            # the test site imports from this tree wherever the process runs
+            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p),
         }
         if redis_url:
             self.env["REDIS_URL"] = redis_url
+        self.env.update(env or {})
         self.processes: dict[str, Process] = {}
         self.worker_node = ""
 
@@ -246,7 +262,7 @@ class Stack:
         log = self.directory / f"{name}.log"
         if name == "daphne":
             argv = [*python, "daphne", "-b", "127.0.0.1", "-p", str(self.port), "tests.asgi:application"]
-            return Process(name, argv, self.env, log, lambda p: listening(self.port))
+            return Process(name, argv, self.env, log, lambda p: listening(self.port), self.cwd)
         if name == "worker":
             self.worker_node = f"faults-{uuid.uuid4().hex[:8]}@127.0.0.1"
             argv = [
@@ -268,7 +284,7 @@ class Stack:
                 "-l",
                 "INFO",
             ]
-            return Process(name, argv, self.env, log, _log_says(f"{self.worker_node} ready."))
+            return Process(name, argv, self.env, log, _log_says(f"{self.worker_node} ready."), self.cwd)
         if name == "beat":
             argv = [
                 *python,
@@ -281,7 +297,7 @@ class Stack:
                 "-s",
                 str(self.directory / "beat-schedule"),
             ]
-            return Process(name, argv, self.env, log, _log_says("beat: Starting..."))
+            return Process(name, argv, self.env, log, _log_says("beat: Starting..."), self.cwd)
         raise ValueError(name)
 
     def start(self, *names: str) -> "Stack":
