@@ -233,7 +233,7 @@ def check_attachment_storage(app_configs: Any = None, **kwargs: Any) -> list[Che
                 f"AGENT['ATTACHMENT_STORAGE'] is {alias!r}, which is not a key of settings.STORAGES.",
                 hint=f"Use one of {', '.join(map(repr, getattr(settings, 'STORAGES', {})))}, or add {alias!r} "
                 "to STORAGES.",
-                id="agent.E010",
+                id="agent.E011",
             )
         ]
     except ImportError:  # a backend that does not import: Django says so where it loads it

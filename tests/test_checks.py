@@ -377,7 +377,7 @@ def test_makemigrations_finds_no_change_whatever_the_sites_languages(languages: 
     assert "No changes detected" in result.stdout
 
 
-# agent.W007: attachments in a folder, which every host must then share; agent.E010: no such storage
+# agent.W007: attachments in a folder, which every host must then share; agent.E011: no such storage
 
 
 def storages_with(**aliases: Any) -> dict[str, Any]:
@@ -415,4 +415,4 @@ def test_e010_attachment_storage_names_no_alias_of_storages() -> None:
     with override_settings(AGENT=agent_with(ATTACHMENT_STORAGE="attachments")):
         [error] = check_attachment_storage()
 
-    assert error.id == "agent.E010" and "'attachments'" in error.msg and "'default'" in error.hint
+    assert error.id == "agent.E011" and "'attachments'" in error.msg and "'default'" in error.hint
