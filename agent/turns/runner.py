@@ -114,14 +114,13 @@ def _mark_running(pk: uuid.UUID, now: Any) -> int | None:
     sql = (
         f"WITH agent_claimed AS (UPDATE {quote(turn.db_table)} SET {quote('status')} = %s, {quote('started_at')} = %s"
         f" WHERE {quote('id')} = %s AND {quote('status')} = %s RETURNING {quote('id')}),"
-        f" agent_leases AS (UPDATE {quote(lock.db_table)} SET {quote('expires_at')} = %s"
+        f" agent_leases AS (UPDATE {quote(lock.db_table)} SET {quote('expires_at')} = {locks.lease_end_sql()}"
         f" WHERE {quote('holder')} = %s AND EXISTS (SELECT 1 FROM agent_claimed) RETURNING 1)"
         f" SELECT (SELECT COUNT(*) FROM agent_claimed), (SELECT COUNT(*) FROM agent_leases)"
     )
     at = turn.get_field("started_at").get_db_prep_value(now, connection)
-    expires = lock.get_field("expires_at").get_db_prep_value(locks.lease_end(now), connection)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [Status.RUNNING, at, pk, Status.QUEUED, expires, pk])
+        cursor.execute(sql, [Status.RUNNING, at, pk, Status.QUEUED, pk])
         claimed, extended = cursor.fetchone()
     return int(extended) if claimed else None
 
@@ -454,7 +453,7 @@ def _turn_columns(*, budget: bool) -> dict[str, Any]:
     columns = {
         "agent_turn_status": Subquery(turn.values("status")[:1]),
         "agent_stop_asked": Exists(turn.filter(stop_requested_at__isnull=False)),
-        "agent_leases": locks.leases_held(turn_pk, slot("now")),
+        "agent_leases": locks.leases_held(turn_pk),
         "agent_chat_owner": Subquery(chat.exclude(status=Conversation.Status.DELETED).values("user_id")[:1]),
     }
     if budget:
