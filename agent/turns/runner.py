@@ -199,6 +199,7 @@ class TurnRunner:
                     deadline=self.turn.deadline_at,
                     budget=self.budget,
                     on_chunk=draft,
+                    watch=draft.watch,
                 )
         except AIError as error:
             if error.code == "deadline":
