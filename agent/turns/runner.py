@@ -138,6 +138,7 @@ class TurnRunner:
         self.flagged = False
         self.budget = guard.Verdict()
         self.site_prompt = ""
+        self.files: list[Any] = []  # the files linked to the user's message
         self.pictures: list[Any] = []  # this turn's pictures, sent as image parts in its own rounds only
         self.user_parts: Any = None
 
@@ -154,7 +155,7 @@ class TurnRunner:
                 confirmations.settle_lapsed(self.turn.conversation_id)
         limit = agent_settings.HISTORY_CHARS
         if self.turn.attachment_ids:
-            files = self._store_users_message_with_files()
+            files = self.files = self._store_users_message_with_files()
             current = {"role": "user", "content": history.user_content(self.turn.text, files, limit)}
             self.history = history.load(self.turn.conversation_id, current, limit, before_seq=self.user_message.seq)
             self.pictures = pictures.pictures_of(files)
@@ -205,8 +206,7 @@ class TurnRunner:
             if error.code == "deadline":
                 raise TurnEnded(End(Status.DEADLINE)) from None
             if number == 1 and self.pictures and pictures.refused_pictures(error):
-                self.pictures = []  # the provider refused the request with them: once more, without (SPEC §9.1)
-                self._notice("pictures_not_seen")
+                self._take_pictures_off(pictures_only=True)  # refused with them: once more, without (SPEC §9.1)
                 return self.round(scope, number, last=last)
             self.verify()
             journal_row = None if error.refused else error.request_id  # a refused call reached no sink
@@ -245,28 +245,31 @@ class TurnRunner:
             elif is_write and ids[call.id] > 1:
                 outcome, result, card = "denied", _denied(_("Another call of this answer has the same id.")), None
             else:
-                outcome, result, card = self.execute(scope, call, is_write=is_write)
+                with self.fenced() if is_write else contextlib.nullcontext():  # a card only with its tool message
+                    outcome, result, card = self.execute(scope, call)
+                    self._store_result(call, outcome, result, card, answer, number)
                 waiting = outcome == "needs_confirmation"
+                continue
             self._store_result(call, outcome, result, card, answer, number)
         return waiting
 
-    def execute(self, scope: Scope, call: ToolCall, *, is_write: bool) -> tuple[str, Any, Any]:
+    def execute(self, scope: Scope, call: ToolCall) -> tuple[str, Any, Any]:
+        """Run one call; a write only inside the caller's fenced transaction, so its card is stored
+        while the turn holds the chat and together with the tool message that names it."""
         try:
             args = json.loads(call.arguments) if call.arguments.strip() else {}
         except ValueError:
             return "invalid_arguments", {"error": "invalid_arguments", "details": ["arguments are not JSON"]}, None
-        run = contextlib.nullcontext() if not is_write else self.fenced()  # a card only while the turn holds the chat
-        with run:
-            result = execute_as(
-                scope,
-                call.name,
-                args,
-                allow="all",
-                via="agent",
-                chat=self.turn.conversation,
-                call_id=call.id,
-                turn=self.turn,
-            )
+        result = execute_as(
+            scope,
+            call.name,
+            args,
+            allow="all",
+            via="agent",
+            chat=self.turn.conversation,
+            call_id=call.id,
+            turn=self.turn,
+        )
         return result.outcome, result.result, result.confirmation
 
     # -- the request -------------------------------------------------------------
@@ -402,9 +405,19 @@ class TurnRunner:
 
     def _without_pictures_end(self) -> End:
         """A model not known to take images is never called: the files go back to the composer."""
-        pictures.unlink(self.user_message)
-        self._notice("pictures_not_seen")
+        self._take_pictures_off(pictures_only=False)
         return End(Status.FINISHED, "pictures_not_seen")
+
+    def _take_pictures_off(self, *, pictures_only: bool) -> None:
+        """Unlink the files (or only the pictures) from the user's message and say so, in one fenced
+        transaction; from now on this turn's requests, and every later history, go without them."""
+        with self.fenced():
+            pictures.unlink(self.user_message, pictures_only=pictures_only)
+            self._notice("pictures_not_seen")
+        kept = [f for f in self.files if not f.is_picture] if pictures_only else []
+        content = history.user_content(self.turn.text, kept, agent_settings.HISTORY_CHARS)
+        self.history = [*self.history[:-1], {**self.history[-1], "content": content}]
+        self.pictures, self.user_parts = [], None
 
     def _notice(self, code: str, params: dict[str, Any] | None = None, **fields: Any) -> Message:
         return self._store(role=Message.Role.NOTICE, notice_code=code, notice_params=params or {}, **fields)
