@@ -71,7 +71,21 @@ def run(turn_id: Any) -> None:
         logger.exception("agent turn %s crashed", turn.pk)
     finally:
         with translation.override(turn.language):
-            monitor.end_turn(turn, end.status, reason=end.reason)
+            if not monitor.end_turn(turn, end.status, reason=end.reason):
+                _log_ended_elsewhere(turn, end)
+
+
+def _log_ended_elsewhere(turn: Turn, end: End) -> None:
+    """A worker whose turn was ended meanwhile (by the sweep, or for a newer turn) logs how it really
+    ended and what the worker saw, not the end it would have given it."""
+    ended = Turn.objects.filter(pk=turn.pk).values_list("status", "end_reason").first() or ("deleted", "")
+    logger.info(
+        "agent turn %s had already ended: %s %s; its worker stopped later (%s %s)",
+        turn.pk,
+        *ended,
+        end.status,
+        end.reason,
+    )
 
 
 def claim(turn_id: Any) -> Turn | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from datetime import timedelta
@@ -44,8 +45,11 @@ def _take_the_chat_while_the_model_thinks(model_server: Any, ref: Any, chat: Any
     ],
     ids=["off-purpose answer", "write with a marker"],
 )
-def test_a_turn_whose_chat_was_taken_during_the_model_call_writes_nothing(ref, chat, endpoint, model_server, reply):
+def test_a_turn_whose_chat_was_taken_during_the_model_call_writes_nothing(
+    ref, chat, endpoint, model_server, reply, caplog
+):
     # given a model call that outlives the turn's lease, and a newer turn that takes the chat meanwhile
+    caplog.set_level(logging.INFO, logger="agent.turns")
     model_server.push(reply)
     old = turns.start(ref, chat.pk, "write me a poem", impersonated=False)
     taken: list[Any] = []
@@ -61,6 +65,12 @@ def test_a_turn_whose_chat_was_taken_during_the_model_call_writes_nothing(ref, c
     assert not OffPurposeFlag.objects.exists() and not Confirmation.objects.exists()
     assert Turn.objects.get(pk=old.pk).status == Turn.Status.INTERRUPTED
     assert Lock.objects.filter(holder=taken[0].pk).count() == 2  # the new turn's locks are untouched
+    # and the log tells how the old turn really ended
+    said = [r.getMessage() for r in caplog.records if str(old.pk) in r.getMessage()]
+    assert said == [
+        f"agent turn {old.pk} ended: interrupted worker_lost",
+        f"agent turn {old.pk} had already ended: interrupted worker_lost; its worker stopped later (failed lock_lost)",
+    ]
 
 
 def test_the_off_purpose_flag_is_stored_with_the_answer(ref, chat, endpoint, model_server):
