@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import Group, Permission
 from django.contrib.auth.signals import user_logged_out
-from django.db.models.signals import m2m_changed, post_delete, post_save, pre_save
+from django.db.models.signals import m2m_changed, post_delete, post_save, pre_delete, pre_save
 from django.dispatch import receiver
 
 from . import events
@@ -83,6 +83,28 @@ def _on_rights_removed(
     _recheck(users)
 
 
+@receiver(pre_delete, sender=Group)
+@receiver(pre_delete, sender=Permission)
+def _remember_rights_holders(sender: Any, instance: Any, **kwargs: Any) -> None:
+    """A deleted group or permission takes its grants with it and Django sends no ``m2m_changed``
+    for that cascade: its holders are read now, while its rows still name them."""
+    if sender is Group:
+        instance._agent_holders = _members_of([instance.pk])
+        return
+    direct = getattr(instance, "user_set", None)  # absent for a user model without permissions
+    users = set(direct.values_list("pk", flat=True)[: MANY_USERS + 1]) if direct is not None else set()
+    members = _members_of(list(instance.group_set.values_list("pk", flat=True)))
+    instance._agent_holders = None if members is None else users | members
+
+
+@receiver(post_delete, sender=Group)
+@receiver(post_delete, sender=Permission)
+def _on_rights_deleted(sender: Any, instance: Any, **kwargs: Any) -> None:
+    """The holders of a deleted group or permission check their sessions once the deletion is committed."""
+    if "_agent_holders" in instance.__dict__:
+        _recheck(instance.__dict__.pop("_agent_holders"))
+
+
 @receiver(post_save, sender=AgentSettings)
 def _on_site_settings(sender: Any, instance: AgentSettings, **kwargs: Any) -> None:
     if not instance.enabled:
@@ -108,7 +130,6 @@ def _rights_relation(sender: Any) -> str | None:
 
 def _users_touched(relation: str, instance: Any, reverse: bool, pk_set: Iterable[Any] | None, *, clearing: bool) -> Any:
     """The ids of the users whose rights the change may have cut, or None for "maybe everyone"."""
-    user_model = get_user_model()
     if relation in ("user_permissions", "groups") and not reverse:
         return {instance.pk}  # user.user_permissions / user.groups
     if relation == "user_permissions":  # permission.user_set
@@ -121,6 +142,16 @@ def _users_touched(relation: str, instance: Any, reverse: bool, pk_set: Iterable
         groups = list(instance.group_set.values_list("pk", flat=True))
     else:  # permission.group_set
         groups = list(pk_set or [])
+    return _members_of(groups)
+
+
+def _members_of(groups: list[Any]) -> set[Any] | None:
+    """The ids of the groups' members, or None for "maybe everyone" (past ``MANY_USERS``)."""
+    if not groups:
+        return set()
+    user_model = get_user_model()
+    if not hasattr(user_model, "groups"):
+        return set()
     members = user_model._default_manager.filter(groups__in=groups).values_list("pk", flat=True).distinct()
     found = set(members[: MANY_USERS + 1])
     return None if len(found) > MANY_USERS else found

@@ -7,7 +7,9 @@ received are kept in ``requests``.
 
 A request with ``stream: true`` gets its reply as server-sent events, a
 chunk per word (or the reply's ``chunks``), ``chunk_delay`` seconds apart;
-``cut=True`` breaks the connection off after them, before the finish;
+``pauses={n: seconds}`` holds the stream still that long after its chunk
+``n`` (a model thinking mid-answer); ``cut=True`` breaks the connection off
+after them, before the finish;
 ``unfinished=True`` ends the body cleanly with no finish at all;
 ``linger`` holds the body open that many seconds after ``[DONE]``. Events
 are JSON as many servers write it, with non-ASCII text unescaped. The time
@@ -108,6 +110,7 @@ class ScriptedModelServer:
                     server.chunk_times.append(time.monotonic())
                     if reply.get("chunk_delay") and index < last:
                         time.sleep(reply["chunk_delay"])
+                    time.sleep((reply.get("pauses") or {}).get(index, 0))
                 if not reply.get("unfinished"):
                     self._write_event("[DONE]")
                 time.sleep(reply.get("linger") or 0)

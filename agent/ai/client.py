@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import sys
 import threading
 import time
@@ -14,6 +15,7 @@ from decimal import Decimal
 from typing import Any, Callable, Iterable, Iterator
 
 from celery.exceptions import SoftTimeLimitExceeded
+from django.db import connection
 from django.utils import timezone
 
 from ..conf import agent_settings
@@ -130,6 +132,7 @@ def complete(
     deadline: datetime | None = None,
     budget: guard.Verdict | None = None,
     on_chunk: Callable[[str], None] | None = None,
+    watch: Callable[[], None] | None = None,
 ) -> Completion:
     """Call the model once; the journal row is written before this returns or raises.
 
@@ -141,7 +144,10 @@ def complete(
 
     With ``on_chunk``, an endpoint that streams (``supports_streaming``) is asked to: each chunk
     calls it with the answer's text so far, and whatever it raises ends the call (journalled
-    as ``interrupted``) and reaches the caller as it was raised.
+    as ``interrupted``) and reaches the caller as it was raised. While a stream is read, a
+    watchdog thread calls ``watch`` about every ``WATCH_EVERY_S`` and looks at the deadline,
+    also while the model sends nothing: what ``watch`` raises ends the call as ``on_chunk``'s
+    would, and the deadline as ``AIError("deadline")``, each within a moment, the connection cut.
     """
     journal = {
         "endpoint": endpoint if endpoint is not None and endpoint.pk else None,
@@ -170,7 +176,7 @@ def complete(
         if on_chunk is not None and endpoint.supports_streaming:
             body.update(stream=True, stream_options={"include_usage": True})
             response = _create(endpoint, body, deadline)
-            completion = _read_stream(response, assembly, endpoint, started, deadline, on_chunk)
+            completion = _read_stream(response, assembly, endpoint, started, deadline, on_chunk, watch)
         else:
             completion = _read(_create(endpoint, body, deadline), endpoint, started)
     except Interrupted as interrupted:
@@ -350,6 +356,76 @@ class StreamAssembly:
         return [ToolCall(**self.calls[index]) for index in sorted(self.calls)]
 
 
+WATCH_EVERY_S = 0.25
+"""How often a stream's watchdog wakes: a stop or the deadline halts a silent stream well within a second."""
+
+
+class Watchdog:
+    """Cuts a stream's connection when ``watch`` raises or the deadline passes, while the reader
+    waits for a chunk that may not come.
+
+    Runs in a thread of its own; what stopped the stream is kept in ``reason`` for the reader
+    to raise. Once ``stop`` returns, the connection is never cut: it may be back in the pool.
+    """
+
+    def __init__(self, response: Any, deadline: datetime | None, watch: Callable[[], None] | None) -> None:
+        self.response = response
+        self.deadline = deadline
+        self.watch = watch
+        self.reason: Exception | None = None
+        self._stopped = threading.Event()
+        self._cutting = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="agent-stream-watchdog", daemon=True)
+
+    def start(self) -> "Watchdog":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        with self._cutting:
+            self._stopped.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        try:
+            while not self._stopped.wait(WATCH_EVERY_S):
+                if _seconds_left(self.deadline) <= 0:
+                    self._cut(AIError("deadline"))
+                    return
+                if self.watch is not None:
+                    try:
+                        self.watch()
+                    except Exception as reason:
+                        self._cut(Interrupted(reason))
+                        return
+        finally:
+            connection.close()  # the watch's own database connection, opened in this thread
+
+    def _cut(self, reason: Exception) -> None:
+        """Shut the socket down, which wakes the reader blocked on it; only while it still reads."""
+        with self._cutting:
+            if self._stopped.is_set():
+                return
+            self.reason = reason
+            sock = _socket_of(self.response)
+            try:
+                if sock is not None:
+                    sock.shutdown(socket.SHUT_RDWR)
+                else:
+                    self.response.close()
+            except OSError:
+                pass  # already closed: the reader has ended anyway
+
+
+def _socket_of(response: Any) -> Any:
+    """The socket a streamed response is read from, when the transport tells."""
+    network = (getattr(response, "extensions", None) or {}).get("network_stream")
+    try:
+        return network.get_extra_info("socket") if network is not None else None
+    except Exception:
+        return None
+
+
 def _read_stream(
     stream: Any,
     assembly: StreamAssembly,
@@ -357,8 +433,10 @@ def _read_stream(
     started: float,
     deadline: datetime | None,
     on_chunk: Callable[[str], None],
+    watch: Callable[[], None] | None = None,
 ) -> Completion:
-    """Read a streamed answer into ``assembly``, telling ``on_chunk`` of each chunk.
+    """Read a streamed answer into ``assembly``, telling ``on_chunk`` of each chunk, under a
+    ``Watchdog`` that halts it on what ``watch`` raises or at the deadline.
 
     A server that answered with one JSON body after all is read as such. A stream
     cut before its finish, or carrying an error, is ``invalid_response``; one that
@@ -367,8 +445,31 @@ def _read_stream(
     response = stream.response
     if "text/event-stream" not in response.headers.get("content-type", ""):
         return _read(response.read(), endpoint, started)
-    transport = sys.modules[type(response).__module__.partition(".")[0]]  # httpx, or httpx2 in newer SDKs
     assembly.opened = True
+    watchdog = Watchdog(response, deadline, watch).start()
+    try:
+        _read_events(response, assembly, deadline, on_chunk)
+    except Exception:
+        if watchdog.reason is None:
+            raise
+    finally:
+        watchdog.stop()  # before the connection can go back to the pool
+        response.close()
+    if watchdog.reason is not None:
+        raise watchdog.reason
+    if not assembly.finished:
+        raise AIError("invalid_response")
+    try:
+        return _completion(endpoint, assembly.text, assembly.tool_calls(), assembly.usage, assembly.model, started)
+    except (TypeError, ValueError):
+        raise AIError("invalid_response") from None
+
+
+def _read_events(
+    response: Any, assembly: StreamAssembly, deadline: datetime | None, on_chunk: Callable[[str], None]
+) -> None:
+    """The stream's chunks into ``assembly``, each told to ``on_chunk``."""
+    transport = sys.modules[type(response).__module__.partition(".")[0]]  # httpx, or httpx2 in newer SDKs
     done = False
     try:
         for data in _events(response):
@@ -393,14 +494,6 @@ def _read_stream(
     except (transport.HTTPError, OSError, ValueError):  # cut off, or not JSON
         if not (done and assembly.finished):
             raise AIError("invalid_response") from None
-    finally:
-        response.close()
-    if not assembly.finished:
-        raise AIError("invalid_response")
-    try:
-        return _completion(endpoint, assembly.text, assembly.tool_calls(), assembly.usage, assembly.model, started)
-    except (TypeError, ValueError):
-        raise AIError("invalid_response") from None
 
 
 def _events(response: Any) -> Iterator[str]:

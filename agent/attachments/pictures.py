@@ -9,24 +9,38 @@ from __future__ import annotations
 
 import base64
 import io
+import logging
 from typing import Any, Iterable, Sequence
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from .. import events
 from ..conf import agent_settings
 from ..models import Attachment, Endpoint
+
+logger = logging.getLogger(__name__)
 
 REFUSED_STATUSES = frozenset({400, 413, 415, 422})
 """A provider that refuses a request with pictures with one of these is asked again without them."""
 
 
 def user_parts(text: str, pictures: Sequence[Attachment]) -> str | list[dict[str, Any]]:
-    """The user entry's content: ``text`` alone, or a text part followed by one image part per picture."""
+    """The user entry's content: ``text`` alone, or a text part followed by one image part per picture.
+
+    A picture whose stored file cannot be read (gone from the storage, or damaged) is a text part
+    that says so, and the turn goes on without it.
+    """
     if not pictures:
         return text
     parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
-    parts += [{"type": "image_url", "image_url": {"url": data_url(p)}} for p in pictures]
+    for picture in pictures:
+        try:
+            parts.append({"type": "image_url", "image_url": {"url": data_url(picture)}})
+        except Exception as error:  # a storage's or Pillow's: each backend raises its own
+            logger.warning("agent: picture %s could not be read (%s)", picture.pk, type(error).__name__)
+            unread = _("[picture: %(name)s could not be read: its file is missing or damaged]")
+            parts.append({"type": "text", "text": unread % {"name": picture.name}})
     return parts
 
 
@@ -69,10 +83,14 @@ def refused_pictures(error: Any) -> bool:
     return getattr(error, "code", None) == "api_error" and getattr(error, "status", None) in REFUSED_STATUSES
 
 
-def unlink(message: Any) -> list[Attachment]:
-    """Take the files off a message, back to the chat's composer (``pictures_not_seen``); tabs are told."""
+def unlink(message: Any, *, pictures_only: bool = False) -> list[Attachment]:
+    """Take the files (or only the pictures) off a message, back to the chat's composer
+    (``pictures_not_seen``); tabs are told. Call it inside the turn's fenced transaction."""
     with transaction.atomic():
-        rows = list(Attachment.objects.select_for_update().filter(message=message).defer("text"))
+        files = Attachment.objects.select_for_update().filter(message=message)
+        if pictures_only:
+            files = files.filter(is_picture=True)
+        rows = list(files.defer("text"))
         Attachment.objects.filter(pk__in=[r.pk for r in rows]).update(message=None)
         for row in rows:
             row.message = None

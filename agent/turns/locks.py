@@ -1,8 +1,12 @@
 """Leases for turns (SPEC §3.3): a row per lock, taken in one atomic statement.
 
 A lock is held until its lease runs out unless the heartbeat renews it; a
-newer turn can take over only an expired lease. No PostgreSQL advisory locks:
-a frozen worker would keep one forever.
+newer turn can take over only an expired lease, and never one whose holder is
+a turn still waiting in the queue before its deadline (nothing renews a queued
+turn's leases: a worker that claims it extends them, or the sweep ends it).
+Every lease is judged by the database's clock, never a host's, so hosts whose
+clocks disagree agree on who holds what. No PostgreSQL advisory locks: a
+frozen worker would keep one forever.
 """
 
 from __future__ import annotations
@@ -13,22 +17,43 @@ from datetime import timedelta
 from typing import Any, Iterable
 
 from django.db import connection
-from django.db.models import Count, Subquery
-from django.utils import timezone
+from django.db.models import Count, DateTimeField, ExpressionWrapper, Subquery
+from django.db.models.functions import Now
 
 from ..conf import agent_settings
 from ..models import Lock, Turn
 
 logger = logging.getLogger(__name__)
 
-_TAKE_SQL = f"""
-INSERT INTO {Lock._meta.db_table} (name, holder, fence, expires_at)
-VALUES (%s, %s, 1, %s)
+
+def _take_sql() -> str:
+    """Insert, or take over a lease that ran out unless its holder is a queued turn before its deadline."""
+    lock, turn, now = Lock._meta.db_table, Turn._meta.db_table, _sql_now()
+    return f"""
+INSERT INTO {lock} (name, holder, fence, expires_at)
+VALUES (%s, %s, 1, {_sql_lease_end()})
 ON CONFLICT (name) DO UPDATE
-    SET holder = EXCLUDED.holder, fence = {Lock._meta.db_table}.fence + 1, expires_at = EXCLUDED.expires_at
-    WHERE {Lock._meta.db_table}.expires_at < %s
+    SET holder = EXCLUDED.holder, fence = {lock}.fence + 1, expires_at = EXCLUDED.expires_at
+    WHERE {lock}.expires_at < {now} AND NOT EXISTS (
+        SELECT 1 FROM {turn} WHERE {turn}.id = {lock}.holder AND {turn}.status = %s AND {turn}.deadline_at > {now}
+    )
 RETURNING holder
 """
+
+
+def _sql_now() -> str:
+    """The database's time of the statement (Django's ``Now()`` in SQL of our own)."""
+    if connection.vendor == "postgresql":
+        return "STATEMENT_TIMESTAMP()"
+    return "STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW')"
+
+
+def _sql_lease_end() -> str:
+    """When a lease taken by this statement runs out, by the database's clock."""
+    seconds = int(agent_settings.LOCK_LEASE_S)
+    if connection.vendor == "postgresql":
+        return f"STATEMENT_TIMESTAMP() + INTERVAL '{seconds} seconds'"
+    return f"STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW', '+{seconds} seconds')"
 
 
 def chat_lock(conversation_id: Any) -> str:
@@ -40,17 +65,18 @@ def user_slots(user_id: Any) -> list[str]:
 
 
 def take(name: str, holder: Any) -> bool:
-    """Take ``name`` for ``holder``: insert, or take over an expired lease."""
-    now = timezone.now()
-    expires = now + timedelta(seconds=agent_settings.LOCK_LEASE_S)
+    """Take ``name`` for ``holder``: insert, or take over an expired lease of a turn no longer queued."""
     with connection.cursor() as cursor:
-        cursor.execute(_TAKE_SQL, [name, _uuid_param(holder), expires, now])
+        cursor.execute(_take_sql(), [name, _uuid_param(holder), Turn.Status.QUEUED])
         row = cursor.fetchone()
     return row is not None and str(row[0]).replace("-", "") == str(holder).replace("-", "")
 
 
 def take_user_slot(user_id: Any, holder: Any) -> str | None:
-    """The first free per-user slot, taken for ``holder``; None when all are busy."""
+    """The first free per-user slot, taken for ``holder``; None when all are busy.
+
+    A slot whose lease ran out while its turn waits in the queue is not free: the turn still
+    needs it when a worker claims it."""
     for name in user_slots(user_id):
         if take(name, holder):
             return name
@@ -64,25 +90,22 @@ def turn_locks(turn: Turn) -> list[str]:
 def held(turn: Turn) -> bool:
     """Whether the turn still holds all its locks, unexpired. One query."""
     names = turn_locks(turn)
-    count = Lock.objects.filter(name__in=names, holder=turn.pk, expires_at__gt=timezone.now()).count()
+    count = Lock.objects.filter(name__in=names, holder=turn.pk, expires_at__gt=Now()).count()
     return count == len(names)
 
 
-def leases_held(holder: Any, now: Any) -> Subquery:
-    """How many leases ``holder`` (a turn's ref, or an expression for it) holds unexpired at
-    ``now``: an expression for a caller's one statement. A turn holds only the locks it took at
-    its start, so this counts its ``turn_locks``."""
-    live = Lock.objects.filter(holder=holder, expires_at__gt=now).order_by()
+def leases_held(holder: Any) -> Subquery:
+    """How many leases ``holder`` (a turn's ref, or an expression for it) holds unexpired now, by
+    the database's clock: an expression for a caller's one statement. A turn holds only the locks
+    it took at its start, so this counts its ``turn_locks``."""
+    live = Lock.objects.filter(holder=holder, expires_at__gt=Now()).order_by()
     return Subquery(live.values("holder").annotate(n=Count("name")).values("n")[:1])
 
 
 def renew(turn: Turn) -> bool:
     """Extend the turn's leases; False when one was lost."""
     names = turn_locks(turn)
-    now = timezone.now()
-    renewed = Lock.objects.filter(name__in=names, holder=turn.pk, expires_at__gt=now).update(
-        expires_at=now + timedelta(seconds=agent_settings.LOCK_LEASE_S)
-    )
+    renewed = Lock.objects.filter(name__in=names, holder=turn.pk, expires_at__gt=Now()).update(expires_at=lease_end())
     return renewed == len(names)
 
 
@@ -97,12 +120,17 @@ def reclaim(turn: Turn) -> bool:
 
 def reclaim_holder(holder: Any) -> int:
     """``reclaim`` by holder (a turn holds only the locks it took at its start): how many were extended."""
-    return Lock.objects.filter(holder=holder).update(expires_at=lease_end(timezone.now()))
+    return Lock.objects.filter(holder=holder).update(expires_at=lease_end())
 
 
-def lease_end(now: Any) -> Any:
-    """When a lease taken or extended at ``now`` runs out."""
-    return now + timedelta(seconds=agent_settings.LOCK_LEASE_S)
+def lease_end() -> ExpressionWrapper:
+    """When a lease taken or extended by this statement runs out, by the database's clock."""
+    return ExpressionWrapper(Now() + timedelta(seconds=agent_settings.LOCK_LEASE_S), output_field=DateTimeField())
+
+
+def lease_end_sql() -> str:
+    """``lease_end`` for a statement written in SQL."""
+    return _sql_lease_end()
 
 
 def release(turn: Turn) -> None:
@@ -131,7 +159,7 @@ def fence(turn: Turn) -> bool:
     """
     return (
         Lock.objects.select_for_update()
-        .filter(name=chat_lock(turn.conversation_id), holder=turn.pk, expires_at__gt=timezone.now())
+        .filter(name=chat_lock(turn.conversation_id), holder=turn.pk, expires_at__gt=Now())
         .exists()
     )
 

@@ -8,6 +8,8 @@ from typing import Any
 
 from celery import current_app
 from django.db import transaction
+from django.db.models import Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from .. import events, notices
@@ -59,9 +61,11 @@ def request_stop(turn_id: Any) -> bool:
 
 def sweep(conversation_id: Any = None) -> int:
     """End running turns whose lease ran out (their worker died) as ``interrupted``;
-    queue again turns still queued after ``QUEUED_REQUEUE_S``. Returns how many ended."""
+    queue again turns still queued after ``QUEUED_REQUEUE_S``, once per lease. Returns how many ended.
+
+    Leases are judged by the database's clock."""
     now = timezone.now()
-    leased = Lock.objects.filter(name__startswith="chat:", expires_at__gt=now).values("holder")
+    leased = Lock.objects.filter(name__startswith="chat:", expires_at__gt=Now()).values("holder")
     running = Turn.objects.filter(status=Status.RUNNING)
     if conversation_id is not None:
         running = running.filter(conversation_id=conversation_id)
@@ -83,9 +87,15 @@ def queue(turn: Turn) -> None:
 
 
 def _requeue_stale(now: Any) -> None:
+    """Send again each turn queued for longer than ``QUEUED_REQUEUE_S`` whose leases ran out.
+
+    Sending it again extends its leases, so a turn that still waits (busy workers) is sent
+    once per lease, not at every sweep; one past its deadline, or whose chat was taken, ends.
+    """
+    leased = Lock.objects.filter(expires_at__gt=Now()).values("holder")
     stale = Turn.objects.filter(
         status=Status.QUEUED, created_at__lt=now - timedelta(seconds=agent_settings.QUEUED_REQUEUE_S)
-    )
+    ).exclude(Q(pk__in=leased) & Q(deadline_at__gt=now))
     for turn in stale:
         if turn.deadline_at <= now or not locks.reclaim(turn):
             end_turn(turn, Status.INTERRUPTED, reason="never_ran")

@@ -71,7 +71,21 @@ def run(turn_id: Any) -> None:
         logger.exception("agent turn %s crashed", turn.pk)
     finally:
         with translation.override(turn.language):
-            monitor.end_turn(turn, end.status, reason=end.reason)
+            if not monitor.end_turn(turn, end.status, reason=end.reason):
+                _log_ended_elsewhere(turn, end)
+
+
+def _log_ended_elsewhere(turn: Turn, end: End) -> None:
+    """A worker whose turn was ended meanwhile (by the sweep, or for a newer turn) logs how it really
+    ended and what the worker saw, not the end it would have given it."""
+    ended = Turn.objects.filter(pk=turn.pk).values_list("status", "end_reason").first() or ("deleted", "")
+    logger.info(
+        "agent turn %s had already ended: %s %s; its worker stopped later (%s %s)",
+        turn.pk,
+        *ended,
+        end.status,
+        end.reason,
+    )
 
 
 def claim(turn_id: Any) -> Turn | None:
@@ -114,14 +128,13 @@ def _mark_running(pk: uuid.UUID, now: Any) -> int | None:
     sql = (
         f"WITH agent_claimed AS (UPDATE {quote(turn.db_table)} SET {quote('status')} = %s, {quote('started_at')} = %s"
         f" WHERE {quote('id')} = %s AND {quote('status')} = %s RETURNING {quote('id')}),"
-        f" agent_leases AS (UPDATE {quote(lock.db_table)} SET {quote('expires_at')} = %s"
+        f" agent_leases AS (UPDATE {quote(lock.db_table)} SET {quote('expires_at')} = {locks.lease_end_sql()}"
         f" WHERE {quote('holder')} = %s AND EXISTS (SELECT 1 FROM agent_claimed) RETURNING 1)"
         f" SELECT (SELECT COUNT(*) FROM agent_claimed), (SELECT COUNT(*) FROM agent_leases)"
     )
     at = turn.get_field("started_at").get_db_prep_value(now, connection)
-    expires = lock.get_field("expires_at").get_db_prep_value(locks.lease_end(now), connection)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [Status.RUNNING, at, pk, Status.QUEUED, expires, pk])
+        cursor.execute(sql, [Status.RUNNING, at, pk, Status.QUEUED, pk])
         claimed, extended = cursor.fetchone()
     return int(extended) if claimed else None
 
@@ -139,6 +152,7 @@ class TurnRunner:
         self.flagged = False
         self.budget = guard.Verdict()
         self.site_prompt = ""
+        self.files: list[Any] = []  # the files linked to the user's message
         self.pictures: list[Any] = []  # this turn's pictures, sent as image parts in its own rounds only
         self.user_parts: Any = None
 
@@ -155,7 +169,7 @@ class TurnRunner:
                 confirmations.settle_lapsed(self.turn.conversation_id)
         limit = agent_settings.HISTORY_CHARS
         if self.turn.attachment_ids:
-            files = self._store_users_message_with_files()
+            files = self.files = self._store_users_message_with_files()
             current = {"role": "user", "content": history.user_content(self.turn.text, files, limit)}
             self.history = history.load(self.turn.conversation_id, current, limit, before_seq=self.user_message.seq)
             self.pictures = pictures.pictures_of(files)
@@ -200,13 +214,13 @@ class TurnRunner:
                     deadline=self.turn.deadline_at,
                     budget=self.budget,
                     on_chunk=draft,
+                    watch=draft.watch,
                 )
         except AIError as error:
             if error.code == "deadline":
                 raise TurnEnded(End(Status.DEADLINE)) from None
             if number == 1 and self.pictures and pictures.refused_pictures(error):
-                self.pictures = []  # the provider refused the request with them: once more, without (SPEC §9.1)
-                self._notice("pictures_not_seen")
+                self._take_pictures_off(pictures_only=True)  # refused with them: once more, without (SPEC §9.1)
                 return self.round(scope, number, last=last)
             self.verify()
             journal_row = None if error.refused else error.request_id  # a refused call reached no sink
@@ -245,28 +259,31 @@ class TurnRunner:
             elif is_write and ids[call.id] > 1:
                 outcome, result, card = "denied", _denied(_("Another call of this answer has the same id.")), None
             else:
-                outcome, result, card = self.execute(scope, call, is_write=is_write)
+                with self.fenced() if is_write else contextlib.nullcontext():  # a card only with its tool message
+                    outcome, result, card = self.execute(scope, call)
+                    self._store_result(call, outcome, result, card, answer, number)
                 waiting = outcome == "needs_confirmation"
+                continue
             self._store_result(call, outcome, result, card, answer, number)
         return waiting
 
-    def execute(self, scope: Scope, call: ToolCall, *, is_write: bool) -> tuple[str, Any, Any]:
+    def execute(self, scope: Scope, call: ToolCall) -> tuple[str, Any, Any]:
+        """Run one call; a write only inside the caller's fenced transaction, so its card is stored
+        while the turn holds the chat and together with the tool message that names it."""
         try:
             args = json.loads(call.arguments) if call.arguments.strip() else {}
         except ValueError:
             return "invalid_arguments", {"error": "invalid_arguments", "details": ["arguments are not JSON"]}, None
-        run = contextlib.nullcontext() if not is_write else self.fenced()  # a card only while the turn holds the chat
-        with run:
-            result = execute_as(
-                scope,
-                call.name,
-                args,
-                allow="all",
-                via="agent",
-                chat=self.turn.conversation,
-                call_id=call.id,
-                turn=self.turn,
-            )
+        result = execute_as(
+            scope,
+            call.name,
+            args,
+            allow="all",
+            via="agent",
+            chat=self.turn.conversation,
+            call_id=call.id,
+            turn=self.turn,
+        )
         return result.outcome, result.result, result.confirmation
 
     # -- the request -------------------------------------------------------------
@@ -402,9 +419,19 @@ class TurnRunner:
 
     def _without_pictures_end(self) -> End:
         """A model not known to take images is never called: the files go back to the composer."""
-        pictures.unlink(self.user_message)
-        self._notice("pictures_not_seen")
+        self._take_pictures_off(pictures_only=False)
         return End(Status.FINISHED, "pictures_not_seen")
+
+    def _take_pictures_off(self, *, pictures_only: bool) -> None:
+        """Unlink the files (or only the pictures) from the user's message and say so, in one fenced
+        transaction; from now on this turn's requests, and every later history, go without them."""
+        with self.fenced():
+            pictures.unlink(self.user_message, pictures_only=pictures_only)
+            self._notice("pictures_not_seen")
+        kept = [f for f in self.files if not f.is_picture] if pictures_only else []
+        content = history.user_content(self.turn.text, kept, agent_settings.HISTORY_CHARS)
+        self.history = [*self.history[:-1], {**self.history[-1], "content": content}]
+        self.pictures, self.user_parts = [], None
 
     def _notice(self, code: str, params: dict[str, Any] | None = None, **fields: Any) -> Message:
         return self._store(role=Message.Role.NOTICE, notice_code=code, notice_params=params or {}, **fields)
@@ -454,7 +481,7 @@ def _turn_columns(*, budget: bool) -> dict[str, Any]:
     columns = {
         "agent_turn_status": Subquery(turn.values("status")[:1]),
         "agent_stop_asked": Exists(turn.filter(stop_requested_at__isnull=False)),
-        "agent_leases": locks.leases_held(turn_pk, slot("now")),
+        "agent_leases": locks.leases_held(turn_pk),
         "agent_chat_owner": Subquery(chat.exclude(status=Conversation.Status.DELETED).values("user_id")[:1]),
     }
     if budget:

@@ -60,6 +60,13 @@ class Draft:
                 self.armed = True
                 events.call_later(wait, self._send_due)
 
+    def watch(self) -> None:
+        """The check, when no chunk has run it for ``CHECK_EVERY_S``: the stream's watchdog calls this
+        while the model sends nothing, so a stop never waits for the next chunk."""
+        if time.monotonic() >= self.next_check:
+            self.next_check = time.monotonic() + CHECK_EVERY_S
+            self.check()
+
     def close(self) -> None:
         """No draft is sent from now on: the answer is about to be stored, or the round ended."""
         with self.lock:

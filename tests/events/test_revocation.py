@@ -78,6 +78,10 @@ def _clear_permissions_users(client: Client, user: Any) -> None:
     use_agent().user_set.clear()
 
 
+def _delete_permission(client: Client, user: Any) -> None:
+    use_agent().delete()
+
+
 def _switch_assistant_off(client: Client, user: Any) -> None:
     row = AgentSettings.current()
     row.enabled = False
@@ -97,6 +101,7 @@ REVOCATIONS: dict[str, tuple[Callable[[Client, Any], None], str]] = {
     "permission.user_set.remove": (_remove_user_from_permission, "forbidden"),
     "user.user_permissions.clear": (_clear_users_permissions, "forbidden"),
     "permission.user_set.clear": (_clear_permissions_users, "forbidden"),
+    "permission.delete": (_delete_permission, "forbidden"),
     "assistant_switched_off": (_switch_assistant_off, "forbidden"),
     "user_switched_off": (_switch_user_off, "forbidden"),
 }
@@ -154,6 +159,14 @@ def _groups_users_cleared(user: Any, group: Group) -> None:
     group.user_set.clear()
 
 
+def _group_deleted(user: Any, group: Group) -> None:
+    group.delete()
+
+
+def _groups_permission_deleted(user: Any, group: Group) -> None:
+    use_agent().delete()
+
+
 GROUP_REVOCATIONS = {
     "group.permissions.remove": _group_loses_permission,
     "permission.group_set.remove": _permission_leaves_group,
@@ -163,6 +176,8 @@ GROUP_REVOCATIONS = {
     "group.user_set.remove": _group_drops_user,
     "user.groups.clear": _users_groups_cleared,
     "group.user_set.clear": _groups_users_cleared,
+    "group.delete": _group_deleted,
+    "group's permission.delete": _groups_permission_deleted,
 }
 
 

@@ -68,8 +68,7 @@ def test_a_site_set_up_as_the_readme_says_carries_a_turn_through_a_read_and_a_co
     site = Site(tmp_path / "work", python, database=f"{settings.DATABASES['default']['NAME']}_fresh_site")
     processes: list[subprocess.Popen[bytes]] = []
     try:
-        # and a new site, set up block by block as the README says
-        site.create_database()
+        # and a new site, set up block by block as the README says (its database too)
         serve = site.apply(steps(ROOT / "README.md"))
         site.prepare(model_server.base_url)
         for command in serve:
@@ -220,11 +219,6 @@ class Site:
             "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
         }
 
-    def create_database(self) -> None:
-        self.drop_database()
-        with self._postgres() as connection:
-            connection.execute(f'CREATE DATABASE "{self.database}"')
-
     def drop_database(self) -> None:
         with self._postgres() as connection:
             connection.execute(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)')
@@ -259,6 +253,11 @@ class Site:
             return
         if words[0] == "cd":
             self.cwd = self.cwd / words[1]
+            return
+        if words[0] == "createdb":  # as the README says, for this run's own database (POSTGRES_DB)
+            assert words[-1] == "mysite", f"the README creates {words[-1]!r}, not the database its settings name"
+            self.drop_database()  # one an earlier run left
+            run([*words[:-1], self.database], cwd=self.cwd, env=self.env)
             return
         run(words, cwd=self.cwd, env=self.env)
 

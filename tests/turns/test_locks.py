@@ -185,3 +185,38 @@ def test_threads_taking_one_lock_at_once_exactly_one_wins() -> None:
             expire(name)
         won = take_at_once(name, 2 + attempt % 3)
         assert won.count(True) == 1 and len(won) == 2 + attempt % 3, (attempt, won)
+
+
+def skew_host_clock(monkeypatch: Any, by: timedelta) -> None:
+    """This process's clock runs ``by`` off the database's (as another host's might)."""
+    real = timezone.now
+    monkeypatch.setattr(timezone, "now", lambda: real() + by)
+
+
+def test_a_host_clock_running_ahead_does_not_take_a_live_lease(monkeypatch: Any) -> None:
+    holder = uuid.uuid4()
+    assert locks.take("chat:x", holder)
+    skew_host_clock(monkeypatch, timedelta(minutes=5))
+    assert locks.take("chat:x", uuid.uuid4()) is False
+    assert Lock.objects.get(name="chat:x").holder == holder
+
+
+def test_a_host_clock_running_behind_does_not_keep_a_lease_that_ran_out(monkeypatch: Any) -> None:
+    turn = a_turn()
+    take_all(turn)
+    expire(*locks.turn_locks(turn))
+    skew_host_clock(monkeypatch, timedelta(minutes=-5))
+    assert locks.held(turn) is False
+    assert locks.renew(turn) is False
+    with transaction.atomic():
+        assert locks.fence(turn) is False
+    assert locks.take(locks.chat_lock(turn.conversation_id), uuid.uuid4()) is True
+
+
+def test_a_lease_taken_by_a_host_whose_clock_runs_behind_lasts_lock_lease_s_by_the_databases(
+    monkeypatch: Any,
+) -> None:
+    skew_host_clock(monkeypatch, timedelta(minutes=-5))
+    assert locks.take("chat:x", uuid.uuid4())
+    monkeypatch.undo()
+    assert Lock.objects.get(name="chat:x").expires_at > timezone.now() + timedelta(seconds=20)

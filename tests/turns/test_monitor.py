@@ -12,10 +12,12 @@ from django.utils import timezone
 
 from agent import turns
 from agent.access import SessionRef
-from agent.conversations import delete_conversation
+from agent.conversations import create_conversation, delete_conversation
+from agent.errors import Busy
 from agent.models import Lock, Message, Turn
-from agent.tasks import sweep_turns
+from agent.tasks import run_turn, sweep_turns
 from agent.turns import locks, monitor, runner
+from tests.model_server import answer
 
 from .conftest import agent_conf, messages_of
 
@@ -164,13 +166,13 @@ def test_sweep_ends_a_queued_turn_past_its_deadline(
     assert Turn.objects.get(pk=turn.pk).status == "interrupted" and notices(chat) == ["interrupted"]
 
 
-def test_sweep_ends_a_queued_turn_whose_chat_was_taken_over(
+def test_sweep_ends_a_queued_turn_whose_chat_lease_is_no_longer_its_own(
     ref: SessionRef, chat: Any, endpoint: Any, published: list[Any]
 ) -> None:
     turn = turns.start(ref, chat.pk, "hello", impersonated=False)
     Turn.objects.filter(pk=turn.pk).update(created_at=timezone.now() - timedelta(seconds=31))
     expire_leases(turn)
-    assert locks.take(locks.chat_lock(chat.pk), uuid.uuid4())
+    Lock.objects.filter(name=locks.chat_lock(chat.pk)).update(holder=uuid.uuid4())  # not by a take: none can
     monitor.sweep()
     assert published == [] and Turn.objects.get(pk=turn.pk).status == "interrupted"
 
@@ -192,3 +194,68 @@ def test_request_stop_marks_only_a_live_turn(ref: SessionRef, chat: Any, endpoin
     other = turns.start(ref, chat.pk, "again", impersonated=False)
     monitor.end_turn(other, Status.FINISHED)
     assert monitor.request_stop(other.pk) is False
+
+
+def test_a_queued_turn_whose_leases_lapsed_keeps_its_slot_when_its_user_starts_in_another_chat(
+    ref: SessionRef, user: Any, chat: Any, endpoint: Any, model_server: Any
+) -> None:
+    # given: a turn that waits for a busy worker past its leases
+    waiting = turns.start(ref, chat.pk, "my question", impersonated=False)
+    expire_leases(waiting)
+    # when: its user starts a turn in another chat
+    elsewhere = turns.start(ref, create_conversation(ref, {}, impersonated=False).pk, "other", impersonated=False)
+    # then: the new turn takes a free slot, and the waiting one runs and stores its question
+    assert elsewhere.user_slot == locks.user_slots(user.pk)[1]
+    model_server.push(answer("the answer"))
+    run_turn(str(waiting.pk))
+    assert Turn.objects.get(pk=waiting.pk).status == Status.FINISHED
+    assert [(m.role, m.content) for m in messages_of(chat)] == [("user", "my question"), ("assistant", "the answer")]
+
+
+def test_a_queued_turn_whose_leases_lapsed_keeps_its_chat_when_its_user_starts_there_again(
+    ref: SessionRef, chat: Any, endpoint: Any, model_server: Any
+) -> None:
+    waiting = turns.start(ref, chat.pk, "my question", impersonated=False)
+    expire_leases(waiting)
+    with pytest.raises(Busy):
+        turns.start(ref, chat.pk, "again", impersonated=False)
+    model_server.push(answer("the answer"))
+    run_turn(str(waiting.pk))
+    assert Turn.objects.get(pk=waiting.pk).status == Status.FINISHED
+    assert [(m.role, m.content) for m in messages_of(chat)] == [("user", "my question"), ("assistant", "the answer")]
+
+
+def test_a_queued_turn_past_its_deadline_no_longer_keeps_its_chat(ref: SessionRef, chat: Any, endpoint: Any) -> None:
+    waiting = turns.start(ref, chat.pk, "my question", impersonated=False)
+    expire_leases(waiting)
+    Turn.objects.filter(pk=waiting.pk).update(deadline_at=timezone.now() - timedelta(seconds=1))
+    assert turns.start(ref, chat.pk, "again", impersonated=False).status == Status.QUEUED
+
+
+def test_the_sweep_sends_a_turn_still_queued_again_once_per_lease(
+    ref: SessionRef, chat: Any, endpoint: Any, published: list[Any]
+) -> None:
+    # given: a turn queued 31 s ago that no worker has claimed, its leases run out
+    turn = turns.start(ref, chat.pk, "hello", impersonated=False)
+    Turn.objects.filter(pk=turn.pk).update(created_at=timezone.now() - timedelta(seconds=31))
+    expire_leases(turn)
+    # when: the sweep runs three times within one lease, then once more after it
+    for _sweep in range(3):
+        monitor.sweep()
+    sent_within_one_lease = list(published)
+    expire_leases(turn)
+    monitor.sweep()
+    # then: it was sent once per lease
+    assert sent_within_one_lease == [[str(turn.pk)]]
+    assert published == [[str(turn.pk)], [str(turn.pk)]]
+    assert Turn.objects.get(pk=turn.pk).status == Status.QUEUED
+
+
+def test_the_sweep_judges_leases_by_the_databases_clock(
+    ref: SessionRef, chat: Any, endpoint: Any, monkeypatch: Any
+) -> None:
+    alive = running(ref, chat)
+    real = timezone.now
+    monkeypatch.setattr(timezone, "now", lambda: real() + timedelta(minutes=5))
+    assert monitor.sweep() == 0
+    assert Turn.objects.get(pk=alive.pk).status == Status.RUNNING

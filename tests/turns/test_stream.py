@@ -7,22 +7,27 @@ heard through the test's Redis channel layer.
 
 from __future__ import annotations
 
+import threading
 import time
+from datetime import timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, Callable
 
 import pytest
+from django.db import connection
+from django.utils import timezone
 
 from agent import events, turns
 from agent.access import SessionRef
 from agent.ai import AIError, complete
 from agent.ai.client import StreamAssembly, _lines
 from agent.models import AIRequest, Turn
+from agent.tasks import run_turn
 from agent.turns import stream
 from tests.events.layer import Listener
 from tests.model_server import ScriptedModelServer, answer, error, tool_calls
 
-from .conftest import agent_conf, messages_of, wait_ended
+from .conftest import agent_conf, messages_of, wait_ended, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -372,3 +377,97 @@ def test_a_failed_call_before_any_chunk_sends_no_draft(
     got = heard(listener)
     assert wait_ended(turn).end_reason == "model_failed"
     assert not [e for _at, e in got if e["type"] == events.ANSWER_DELTA]
+
+
+PAUSED_AT = 9  # the chunk after which the model thinks, silent, for PAUSE_S
+PAUSE_S = 8.0
+
+
+def halt_when_the_model_pauses(model_server: ScriptedModelServer, halt: Callable[[], None]) -> list[float]:
+    """Once the stream has gone silent, ``halt()`` in another thread; the time it was done."""
+    done: list[float] = []
+
+    def run() -> None:
+        try:
+            wait_until(lambda: len(model_server.chunk_times) > PAUSED_AT, 10, "the pause")
+            time.sleep(0.1)
+            halt()
+            done.append(time.monotonic())
+        finally:
+            connection.close()
+
+    threading.Thread(target=run, daemon=True).start()
+    return done
+
+
+@pytest.mark.parametrize(
+    "halt, status, notice, journalled",
+    [
+        ("stop", (Turn.Status.STOPPED, ""), "stopped", "interrupted"),
+        ("logout", (Turn.Status.FAILED, "session_ended"), "session_ended", "interrupted"),
+    ],
+)
+def test_a_stop_or_a_revocation_while_the_model_sends_nothing_halts_the_stream_within_a_second(
+    session: Any,
+    chat: Any,
+    endpoint: Any,
+    model_server: ScriptedModelServer,
+    halt: str,
+    status: Any,
+    notice: str,
+    journalled: str,
+) -> None:
+    # given: a model that writes ten words, then thinks in silence for eight seconds
+    client, ref = session
+    endpoint.timeout_s = 30
+    endpoint.save()
+    model_server.push(answer(WORDS, chunk_delay=0.05, pauses={PAUSED_AT: PAUSE_S}))
+    turn = turns.start(ref, chat.pk, "think hard", impersonated=False)
+    # when: the user stops the turn, or signs out, during the pause
+    acts = {"stop": lambda: turns.stop(ref, chat.pk, impersonated=False), "logout": client.logout}
+    done = halt_when_the_model_pauses(model_server, acts[halt])
+    run_turn(str(turn.pk))
+    ended = time.monotonic()
+    # then: the stream was halted within a second, not at the next chunk, with today's outcome
+    assert done and ended - done[0] < 1.0 + 0.5  # within a second, and the notice's store
+    row = Turn.objects.get(pk=turn.pk)
+    assert (row.status, row.end_reason) == status
+    assert [(m.role, m.notice_code) for m in messages_of(chat)] == [("user", ""), ("notice", notice)]
+    assert list(AIRequest.objects.values_list("error_code", flat=True)) == [journalled]
+    assert len(model_server.chunk_times) == PAUSED_AT + 1
+
+
+def test_the_deadline_while_the_model_sends_nothing_halts_the_stream_within_a_second(
+    ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer
+) -> None:
+    # given: a model that writes for over two seconds, then thinks in silence past the turn's deadline
+    endpoint.timeout_s = 30
+    endpoint.save()
+    model_server.push(answer(WORDS, chunk_delay=0.25, pauses={PAUSED_AT: PAUSE_S}))
+    turn = turns.start(ref, chat.pk, "think hard", impersonated=False)
+    deadline = timezone.now() + timedelta(seconds=3)
+    Turn.objects.filter(pk=turn.pk).update(deadline_at=deadline)
+    # when: the turn runs into its deadline during the pause
+    run_turn(str(turn.pk))
+    # then: it ended within a second of the deadline, as a deadline, with the call's journal row
+    assert (timezone.now() - deadline).total_seconds() < 1.0
+    assert Turn.objects.get(pk=turn.pk).status == Turn.Status.DEADLINE
+    assert [(m.role, m.notice_code) for m in messages_of(chat)] == [("user", ""), ("notice", "deadline")]
+    assert list(AIRequest.objects.values_list("error_code", flat=True)) == ["deadline"]
+
+
+def test_a_call_halted_by_its_watchdog_leaves_no_broken_connection_in_the_pool(
+    endpoint: Any, user: Any, model_server: ScriptedModelServer
+) -> None:
+    endpoint.timeout_s = 30
+    endpoint.save()
+    model_server.push(answer(WORDS, pauses={2: PAUSE_S}), answer("after"))
+
+    def watch() -> None:
+        if len(model_server.chunk_times) > 2:
+            raise RuntimeError("stop")
+
+    with pytest.raises(RuntimeError):
+        stream_call(endpoint, user, [], watch=watch)
+    seen: list[str] = []
+    assert stream_call(endpoint, user, seen).content == "after"

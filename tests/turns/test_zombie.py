@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 import threading
+import uuid
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import transaction
+from django.db.models.signals import post_save
 from django.utils import timezone
 
 from agent import turns
 from agent.models import Confirmation, Lock, Message, OffPurposeFlag, Turn
 from agent.tasks import run_turn
+from agent.turns import locks
 from tests.model_server import answer, tool_calls
 
 from .conftest import messages_of
@@ -40,8 +45,11 @@ def _take_the_chat_while_the_model_thinks(model_server: Any, ref: Any, chat: Any
     ],
     ids=["off-purpose answer", "write with a marker"],
 )
-def test_a_turn_whose_chat_was_taken_during_the_model_call_writes_nothing(ref, chat, endpoint, model_server, reply):
+def test_a_turn_whose_chat_was_taken_during_the_model_call_writes_nothing(
+    ref, chat, endpoint, model_server, reply, caplog
+):
     # given a model call that outlives the turn's lease, and a newer turn that takes the chat meanwhile
+    caplog.set_level(logging.INFO, logger="agent.turns")
     model_server.push(reply)
     old = turns.start(ref, chat.pk, "write me a poem", impersonated=False)
     taken: list[Any] = []
@@ -57,6 +65,12 @@ def test_a_turn_whose_chat_was_taken_during_the_model_call_writes_nothing(ref, c
     assert not OffPurposeFlag.objects.exists() and not Confirmation.objects.exists()
     assert Turn.objects.get(pk=old.pk).status == Turn.Status.INTERRUPTED
     assert Lock.objects.filter(holder=taken[0].pk).count() == 2  # the new turn's locks are untouched
+    # and the log tells how the old turn really ended
+    said = [r.getMessage() for r in caplog.records if str(old.pk) in r.getMessage()]
+    assert said == [
+        f"agent turn {old.pk} ended: interrupted worker_lost",
+        f"agent turn {old.pk} had already ended: interrupted worker_lost; its worker stopped later (failed lock_lost)",
+    ]
 
 
 def test_the_off_purpose_flag_is_stored_with_the_answer(ref, chat, endpoint, model_server):
@@ -65,3 +79,26 @@ def test_the_off_purpose_flag_is_stored_with_the_answer(ref, chat, endpoint, mod
     flag = OffPurposeFlag.objects.get()
     stored = Message.objects.get(conversation=chat, role=Message.Role.ASSISTANT)
     assert (flag.reason, stored.content) == ("poetry", "Not what I am for.")
+
+
+def test_a_card_and_the_tool_message_that_names_it_are_stored_together_or_not_at_all(ref, chat, endpoint, model_server):
+    # given: a write the model asks for, and a newer turn that takes the chat as soon as a card is stored
+    model_server.push(tool_calls(("notes_create", {"title": "x"})))
+    old = turns.start(ref, chat.pk, "make a note", impersonated=False)
+
+    def take_the_chat() -> None:
+        Lock.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
+        assert locks.take(locks.chat_lock(chat.pk), uuid.uuid4())
+
+    def on_a_card(sender: Any, instance: Confirmation, created: bool = False, **kwargs: Any) -> None:
+        if created:
+            transaction.on_commit(take_the_chat)
+
+    post_save.connect(on_a_card, sender=Confirmation, weak=False)
+    try:
+        run_turn(str(old.pk))
+    finally:
+        post_save.disconnect(on_a_card, sender=Confirmation)
+    # then: the card was stored with the tool message that names it, in one fenced transaction
+    card = Confirmation.objects.get()
+    assert Message.objects.filter(conversation=chat, role=Message.Role.TOOL, confirmation=card).count() == 1
