@@ -7,6 +7,7 @@ and a fresh SQLite file, and reached from outside like a browser.
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -145,3 +146,15 @@ def test_offline_model_marks_an_off_purpose_request_with_the_prompts_nonce_only(
     assert guard.cut_marker(content, nonce)[1] == "poem"
     assert guard.MARKER_OPEN not in offline.reply([asked], [])["content"]
     assert guard.MARKER_OPEN not in offline.reply([prompt, {"role": "user", "content": "hello"}], [])["content"]
+
+
+def test_the_demo_keeps_uploads_in_its_git_ignored_media_folder_outside_the_app():
+    env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", "MEDIA_ROOT")} | {"DEBUG": "true"}
+    where_files_go = "from agent.models import Attachment; print(Attachment._meta.get_field('file').storage.path('f'))"
+    shown = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", where_files_go], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert shown.returncode == 0, shown.stderr
+    stored = Path(shown.stdout.strip().splitlines()[-1])
+    assert stored.is_relative_to(ROOT / "media") and not stored.is_relative_to(ROOT / "agent")
+    assert subprocess.run(["git", "check-ignore", "-q", str(stored)], cwd=ROOT).returncode == 0
