@@ -93,6 +93,15 @@ def is_impersonated(request_or_scope: Any) -> bool:
     return bool(detector(request_or_scope))
 
 
+def _session_impersonated(data: dict[str, Any]) -> bool:
+    """Whether the session, as stored now, is an operator's: a session marked after a socket
+    opened or a turn began is refused from its next check on.
+
+    The detector gets a scope-like dict whose ``session`` is the stored data.
+    """
+    return is_impersonated({"type": "session", "session": data})
+
+
 def _session_of(request_or_scope: Any) -> Any:
     if isinstance(request_or_scope, dict):
         return request_or_scope.get("session")
@@ -153,6 +162,8 @@ def authorize_with(
     else:
         data = load_session(ref.session_key)
     _session_user(data, ref)
+    if _session_impersonated(data):
+        raise errors.Impersonated()
     _check_user(user, data)
     site_enabled = user.agent_site_enabled
     if site_enabled is None:

@@ -14,6 +14,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.translation import gettext as _
 
+from . import quotas
 from .access import SessionRef, authorize_session
 from .ai import endpoints, limits
 from .conf import agent_settings
@@ -27,7 +28,7 @@ SHOWN_LIMITS = (limits.COST_PER_USER, limits.TURNS_PER_USER, limits.OFF_PURPOSE,
 
 def panel(ref: SessionRef, *, impersonated: bool) -> dict[str, Any]:
     """The panel's data: the models in effect and where each comes from, the models the user may
-    pick, their instructions and language, and their usage against the caps."""
+    pick, their instructions and language, their usage against the caps, and their quotas."""
     scope = authorize_session(ref, impersonated=impersonated)
     return _view(scope.user, scope.user_settings)
 
@@ -119,6 +120,7 @@ def _view(user: Any, own: UserSettings | None) -> dict[str, Any]:
             for s in standings.values()
             if s.limit != limits.COST_SITE or s.reached  # the site's cap shows only when it stops this user
         ],
+        "quotas": [{**q.params(), "reached": q.reached, "text": quotas.panel_text(q)} for q in quotas.usage(user.pk)],
     }
 
 

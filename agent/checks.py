@@ -55,7 +55,15 @@ _POSITIVE_INTS = [
     "STREAM_INTERVAL_MS",
     "PURGE_DELETED_DAYS",
 ]
-_NON_NEGATIVE = ["DAILY_COST_PER_USER", "DAILY_TURNS_PER_USER", "DAILY_COST_SITE", "MODEL_MAX_RETRIES"]
+_NON_NEGATIVE = [
+    "DAILY_COST_PER_USER",
+    "DAILY_TURNS_PER_USER",
+    "DAILY_COST_SITE",
+    "MODEL_MAX_RETRIES",
+    "MAX_STORED_BYTES_PER_USER",
+    "NEW_CHATS_PER_MINUTE",
+    "UPLOADS_PER_MINUTE",
+]
 
 
 @register(TAG)
@@ -86,6 +94,9 @@ def check_agent_settings(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     modules = agent_settings.SESSION_WRITE_MODULES
     if not isinstance(modules, (list, tuple)) or not all(isinstance(m, str) for m in modules):
         errors.append(Error("AGENT['SESSION_WRITE_MODULES'] must be a list of module names.", id="agent.E007"))
+    body_limit = agent_settings.MAX_REQUEST_BYTES
+    if body_limit is not None and (not isinstance(body_limit, int) or isinstance(body_limit, bool) or body_limit < 0):
+        errors.append(Error("AGENT['MAX_REQUEST_BYTES'] must be None or an integer ≥ 0.", id="agent.E012"))
     retention = agent_settings.RETENTION_DAYS
     if retention is not None and not _is_positive_int(retention):
         errors.append(Error("AGENT['RETENTION_DAYS'] must be None or a positive integer.", id="agent.E008"))

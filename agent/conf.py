@@ -56,6 +56,10 @@ class AgentConf:
     MAX_TURNS_PER_USER = _Setting[int](3)
     MAX_FILES_PER_MESSAGE = _Setting[int](5)
     MAX_FILE_BYTES = _Setting[int](20 * 1024 * 1024)
+    MAX_STORED_BYTES_PER_USER = _Setting[int](500 * 1024 * 1024)  # all of a user's files together; 0: no cap
+    NEW_CHATS_PER_MINUTE = _Setting[int](20)  # per user; 0: no cap
+    UPLOADS_PER_MINUTE = _Setting[int](30)  # per user; 0: no cap
+    MAX_REQUEST_BYTES = _Setting["int | None"](None)  # agent.body_limit; None: from MAX_FILE_BYTES; 0: off
     OFF_PURPOSE_LIMIT = _Setting[int](3)
     DAILY_COST_PER_USER = _Setting[float](0)
     DAILY_TURNS_PER_USER = _Setting[int](0)

@@ -19,15 +19,18 @@ import random
 import time
 from collections import deque
 from typing import Any, Awaitable, Callable
+from urllib.parse import urlsplit
 
 from asgiref.sync import sync_to_async
 from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
-from django.core.exceptions import ValidationError
+from django.core.exceptions import DisallowedHost, ValidationError
 from django.db import DatabaseError
+from django.http import HttpRequest
 from django.utils import translation
+from django.utils.http import is_same_domain
 from django.utils.translation import get_supported_language_variant
 from django.utils.translation.trans_real import parse_accept_lang_header
 
@@ -60,6 +63,9 @@ TIDY_S = 1.0
 
 class AgentConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
+        if not origin_allowed(self.scope):
+            await self.close()  # before accept: the handshake is refused (HTTP 403)
+            return
         events.bind_server_loop(asyncio.get_running_loop())
         self.ref = SessionRef.from_scope(self.scope)
         self.impersonated = is_impersonated(self.scope)
@@ -144,7 +150,7 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_INTERNAL_ERROR)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
-        if bytes_data is not None or text_data is None or len(text_data) > agent_settings.WS_MAX_FRAME_BYTES:
+        if bytes_data is not None or text_data is None or _utf8_length(text_data) > agent_settings.WS_MAX_FRAME_BYTES:
             await self.close(code=CLOSE_TOO_LARGE)
             return
         if not self._within_rate():
@@ -152,7 +158,7 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
             return
         try:
             frame = json.loads(text_data)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
             frame = None
         if not isinstance(frame, dict):
             await self.send_json({"type": "error", "error": "bad_frame"})
@@ -544,6 +550,11 @@ class SharedReads:
         self.revocations = {k: t for k, t in self.revocations.items() if t >= now - 60}
 
 
+def _utf8_length(text: str) -> int:
+    """The frame's size as it came over the wire: UTF-8 bytes, not characters."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
 def _same_draft(queued: dict[str, Any], event: dict[str, Any]) -> bool:
     return queued["type"] == event["type"] and all(queued[k] == event[k] for k in ("conversation", "turn", "round"))
 
@@ -574,6 +585,48 @@ def _detached(work: Awaitable[Any]) -> asyncio.Future[Any]:
     _background.add(task)
     task.add_done_callback(_background.discard)
     return task
+
+
+class _SocketRequest(HttpRequest):
+    """The socket's handshake as a Django request, for Django's own host and scheme rules
+    (``ALLOWED_HOSTS``, ``USE_X_FORWARDED_HOST``, ``SECURE_PROXY_SSL_HEADER``)."""
+
+    def __init__(self, scope: dict[str, Any]) -> None:
+        super().__init__()
+        self.socket_scheme = scope.get("scheme") or "ws"
+        for name, value in scope.get("headers") or []:
+            key = "HTTP_" + name.decode("latin-1").upper().replace("-", "_")
+            text = value.decode("latin-1")
+            self.META[key] = f"{self.META[key]},{text}" if key in self.META else text
+        server = scope.get("server")
+        if server:
+            self.META["SERVER_NAME"], self.META["SERVER_PORT"] = str(server[0]), str(server[1] or "")
+
+    def _get_scheme(self) -> str:
+        return "https" if self.socket_scheme in ("wss", "https") else "http"
+
+
+def origin_allowed(scope: dict[str, Any]) -> bool:
+    """Whether the handshake's Origin is the site's own (scheme, host and port) or a trusted one,
+    as Django's CSRF check decides for a form: a page on another port or scheme of an allowed
+    host may not open a socket with the user's cookie."""
+    request = _SocketRequest(scope)
+    origin = request.META.get("HTTP_ORIGIN")
+    if not origin:
+        return False
+    try:
+        own = f"{'https' if request.is_secure() else 'http'}://{request.get_host()}"
+    except DisallowedHost:
+        own = None
+    trusted = settings.CSRF_TRUSTED_ORIGINS
+    if origin == own or origin in {o for o in trusted if "*" not in o}:
+        return True
+    try:
+        parsed = urlsplit(origin)
+    except ValueError:
+        return False
+    wildcards = [urlsplit(o) for o in trusted if "*" in o]
+    return any(w.scheme == parsed.scheme and is_same_domain(parsed.netloc, w.netloc.lstrip("*")) for w in wildcards)
 
 
 def request_language(scope: dict[str, Any]) -> str | None:

@@ -26,7 +26,7 @@ from django.db.models.signals import post_save, pre_save
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from . import events
+from . import events, quotas
 from .access import Scope, SessionRef, authorize_session
 from .conf import agent_settings
 from .errors import InvalidCursor, NotFound
@@ -72,12 +72,18 @@ def authorize_conversation(ref: SessionRef, conversation_id: Any, *, impersonate
 
 
 def create_conversation(ref: SessionRef, attrs: Mapping[str, Any], *, impersonated: bool) -> Conversation:
-    """A new empty active chat of the session's user; only ``title`` is read."""
+    """A new empty active chat of the session's user; only ``title`` is read.
+
+    ``TooManyChats`` past ``NEW_CHATS_PER_MINUTE``.
+    """
     scope = authorize_session(ref, impersonated=impersonated)
     title = attrs.get("title") or ""
     if title:
         title = _clean_title(title)
-    return Conversation.objects.create(user=scope.user, title=title, last_message_at=timezone.now())
+    with transaction.atomic():
+        quotas.hold(scope.user_id)
+        quotas.check_new_chat(scope.user_id)
+        return Conversation.objects.create(user=scope.user, title=title, last_message_at=timezone.now())
 
 
 PAGE_SIZE: Any = object()

@@ -78,6 +78,28 @@ class TooManyTurns(Refusal):
     http_status = 429
 
 
+class TooManyChats(Refusal):
+    """``NEW_CHATS_PER_MINUTE``: params ``limit``, ``cap``, ``used``, ``frees_at`` and ``message``."""
+
+    code = "too_many_chats"
+    http_status = 429
+
+
+class TooManyUploads(Refusal):
+    """``UPLOADS_PER_MINUTE``: params as ``TooManyChats``."""
+
+    code = "too_many_uploads"
+    http_status = 429
+
+
+class StorageFull(Refusal):
+    """``MAX_STORED_BYTES_PER_USER``: params ``limit``, ``cap`` and ``used`` (bytes), ``size`` (the
+    refused file's) and ``message``."""
+
+    code = "storage_full"
+    http_status = 413
+
+
 class BudgetExceeded(Refusal):
     code = "budget_exceeded"
     http_status = 429

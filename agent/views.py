@@ -105,7 +105,7 @@ def _body(request: HttpRequest) -> dict[str, Any]:
     if request.content_type == "application/json":
         try:
             data = json.loads(request.body or b"{}")
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
             raise ValidationError({"__all__": [gettext("The request body is not JSON.")]}) from None
         if not isinstance(data, dict):
             raise ValidationError({"__all__": [gettext("The request body must be a JSON object.")]})

@@ -15,6 +15,10 @@ after them, before the finish;
 are JSON as many servers write it, with non-ASCII text unescaped. The time
 each chunk was written is kept in ``chunk_times``; ``connections`` counts
 the connections clients opened.
+
+A reply's text may carry ``NONCE``: the server puts in its place the
+off-purpose nonce of the request's system prompt, as a model that obeys the
+prompt would (``off_purpose("reason")`` writes the whole marker).
 """
 
 from __future__ import annotations
@@ -27,6 +31,24 @@ import uuid
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+NONCE = "⟪nonce⟫"
+PROMPT_NONCE = re.compile(r"⟦off_purpose: (\S+) <reason>⟧")
+
+
+def off_purpose(reason: str) -> str:
+    """The off-purpose marker with the turn's nonce, as the system prompt asks for it."""
+    return f"⟦off_purpose: {NONCE} {reason}⟧"
+
+
+def prompt_nonce(body: dict[str, Any]) -> str:
+    """The nonce the request's system prompt gives for the marker ("" when it gives none)."""
+    for message in body.get("messages") or []:
+        if message.get("role") == "system":
+            found = PROMPT_NONCE.search(message.get("content") or "")
+            if found:
+                return found.group(1)
+    return ""
 
 
 def answer(content: str, *, delay: float = 0, usage: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
@@ -80,6 +102,8 @@ class ScriptedModelServer:
                 server.headers.append(dict(self.headers))
                 server.received.set()
                 reply = server.script.popleft() if server.script else answer("ok")
+                if NONCE in (reply.get("content") or ""):
+                    reply = {**reply, "content": reply["content"].replace(NONCE, prompt_nonce(body))}
                 if reply.get("delay"):
                     time.sleep(reply["delay"])
                 if "status" in reply:

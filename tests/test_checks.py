@@ -77,6 +77,17 @@ def test_a_zero_or_fractional_cost_cap_is_valid(value: Any) -> None:
     assert ids_for(agent_with(DAILY_COST_PER_USER=value)) == []
 
 
+@pytest.mark.parametrize("name", ["MAX_STORED_BYTES_PER_USER", "NEW_CHATS_PER_MINUTE", "UPLOADS_PER_MINUTE"])
+def test_e004_a_quota_below_zero(name: str) -> None:
+    assert ids_for(agent_with(**{name: -1})) == ["agent.E004"]
+    assert ids_for(agent_with(**{name: 0})) == []
+
+
+@pytest.mark.parametrize("value", [-1, "20MB", 1.5, True], ids=repr)
+def test_e010_a_request_body_limit_that_is_not_none_or_an_int_at_least_zero(value: Any) -> None:
+    assert ids_for(agent_with(MAX_REQUEST_BYTES=value)) == ["agent.E012"]
+
+
 @pytest.mark.parametrize("renew, lease", [(30, 30), (40, 30)])
 def test_e005_lock_renewal_not_shorter_than_the_lease(renew: int, lease: int) -> None:
     assert ids_for(agent_with(LOCK_RENEW_S=renew, LOCK_LEASE_S=lease)) == ["agent.E005"]

@@ -44,3 +44,10 @@ def test_each_setting_defaults_to_what_the_spec_names(name, default):
 def test_a_site_overrides_one_setting_and_keeps_the_others():
     with override_settings(AGENT={"MAX_TOOL_ROUNDS": 3}):
         assert (agent_settings.MAX_TOOL_ROUNDS, agent_settings.HISTORY_CHARS) == (3, 32_000)
+
+
+def test_the_quotas_and_the_body_limit_have_their_defaults():
+    with override_settings(AGENT={}):
+        assert agent_settings.MAX_STORED_BYTES_PER_USER == 500 * 1024 * 1024
+        assert (agent_settings.NEW_CHATS_PER_MINUTE, agent_settings.UPLOADS_PER_MINUTE) == (20, 30)
+        assert agent_settings.MAX_REQUEST_BYTES is None  # the body limit then follows MAX_FILE_BYTES

@@ -7,12 +7,13 @@ and a fresh SQLite file, and reached from outside like a browser.
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from agent.ai import complete
+from agent.ai import complete, guard
 from agent.models import Endpoint
 from agent_project.demo import offline
 
@@ -133,3 +134,27 @@ def _answer_after(visitor: Visitor, chat: str, question: str) -> str | None:
     asked = max((i for i, m in enumerate(messages) if m["role"] == "user" and m["content"] == question), default=None)
     answers = [m["content"] for m in messages[asked or 0 :] if m["role"] == "assistant" and m["content"]]
     return answers[-1] if asked is not None and answers else None
+
+
+def test_offline_model_marks_an_off_purpose_request_with_the_prompts_nonce_only():
+    # given: the system prompt of a turn, with its nonce
+    nonce = guard.marker_nonce()
+    prompt = {"role": "system", "content": f"Answer briefly. End with the marker {guard.marker_example(nonce)}."}
+    asked = {"role": "user", "content": "write me a poem"}
+    # when / then: the marker carries the nonce and flags the turn; without a prompt, no marker
+    content = offline.reply([prompt, asked], NOTES_TOOLS)["content"]
+    assert guard.cut_marker(content, nonce)[1] == "poem"
+    assert guard.MARKER_OPEN not in offline.reply([asked], [])["content"]
+    assert guard.MARKER_OPEN not in offline.reply([prompt, {"role": "user", "content": "hello"}], [])["content"]
+
+
+def test_the_demo_keeps_uploads_in_its_git_ignored_media_folder_outside_the_app():
+    env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", "MEDIA_ROOT")} | {"DEBUG": "true"}
+    where_files_go = "from agent.models import Attachment; print(Attachment._meta.get_field('file').storage.path('f'))"
+    shown = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", where_files_go], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert shown.returncode == 0, shown.stderr
+    stored = Path(shown.stdout.strip().splitlines()[-1])
+    assert stored.is_relative_to(ROOT / "media") and not stored.is_relative_to(ROOT / "agent")
+    assert subprocess.run(["git", "check-ignore", "-q", str(stored)], cwd=ROOT).returncode == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
@@ -13,6 +14,7 @@ from django.db.models import Case, DecimalField, F, Func, OuterRef, Subquery, Su
 from django.db.models.functions import Coalesce
 from django.db.models.lookups import GreaterThan
 from django.utils import timezone
+from django.utils.crypto import constant_time_compare
 
 from ..access import slot
 from ..conf import agent_settings
@@ -21,8 +23,22 @@ from ..models import AgentSettings, AIRequest, OffPurposeFlag, Turn, UserSetting
 
 WINDOW = timedelta(hours=24)
 MARKER_OPEN, MARKER_CLOSE = "⟦off_purpose:", "⟧"
-"""The model flags an off-purpose request with ``⟦off_purpose: <reason>⟧`` at the very end of its
-answer (the prompt teaches it); ``cut_marker`` reads it."""
+"""The model flags an off-purpose request with ``⟦off_purpose: <nonce> <reason>⟧`` at the very end of
+its answer, ``<nonce>`` being the one its turn's system prompt gave (the prompt teaches it);
+``cut_marker`` reads it."""
+
+NONCE_BYTES = 8
+
+
+def marker_nonce() -> str:
+    """A fresh nonce for one turn's system prompt. Only a marker that carries it flags the turn:
+    a file or a tool result never sees the prompt, so a marker it makes the model copy flags nothing."""
+    return secrets.token_hex(NONCE_BYTES)
+
+
+def marker_example(nonce: str) -> str:
+    """The marker as the prompt shows it to the model."""
+    return f"{MARKER_OPEN} {nonce} <reason>{MARKER_CLOSE}"
 
 
 def admit(user: Any, task: str) -> str:
@@ -123,16 +139,22 @@ def verdict(row: dict[str, Any]) -> Verdict:
     return Verdict()
 
 
-def cut_marker(content: str) -> tuple[str, str | None]:
-    """The answer without a marker at its very end, and the marker's reason (None: no flag).
+def cut_marker(content: str, nonce: str) -> tuple[str, str | None]:
+    """The answer without a marker at its very end, and the marker's reason when it carries this
+    turn's ``nonce`` (None: no flag). The reason is returned without the nonce.
 
-    A marker anywhere else is left in the text and flags nothing.
+    A marker at the end without the nonce is cut all the same (the user never sees it) but flags
+    nothing; a marker anywhere else is left in the text and flags nothing.
     """
     stripped = content.rstrip()
     start = stripped.rfind(MARKER_OPEN)
     if start < 0 or not stripped.endswith(MARKER_CLOSE) or MARKER_CLOSE in stripped[start:-1]:
         return content, None
-    return stripped[:start].rstrip(), stripped[start + len(MARKER_OPEN) : -1].strip()
+    text = stripped[:start].rstrip()
+    given, _space, reason = stripped[start + len(MARKER_OPEN) : -1].strip().partition(" ")
+    if not nonce or not constant_time_compare(given, nonce):
+        return text, None
+    return text, reason.strip()
 
 
 def draft_text(text: str) -> str:

@@ -16,6 +16,7 @@ from django.core.files import File
 from django.db import transaction
 from django.utils.translation import gettext as _
 
+from .. import quotas
 from ..access import Scope, SessionRef, authorize_session
 from ..conf import agent_settings
 from ..conversations import authorize_conversation, parse_uuid
@@ -34,7 +35,10 @@ def refusal(code: str, message: str, field: str = "file") -> ValidationError:
 
 
 def add_attachment(ref: SessionRef, conversation_id: Any, uploaded_file: Any, *, impersonated: bool) -> Attachment:
-    """Store the user's file in the chat's composer, ``pending`` until its text is read."""
+    """Store the user's file in the chat's composer, ``pending`` until its text is read.
+
+    ``TooManyUploads`` past ``UPLOADS_PER_MINUTE``, ``StorageFull`` past ``MAX_STORED_BYTES_PER_USER``.
+    """
     scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
     size = int(uploaded_file.size)
     limit = agent_settings.MAX_FILE_BYTES
@@ -46,6 +50,7 @@ def add_attachment(ref: SessionRef, conversation_id: Any, uploaded_file: Any, *,
         raise refusal("unsupported_type", _("This kind of file cannot be attached."))
     if _composer(conversation, scope).count() >= agent_settings.MAX_FILES_PER_MESSAGE:
         raise _too_many()
+    quotas.check_upload(scope.user_id, size)  # refused before the file is stored; checked again below
     attachment = Attachment(
         id=uuid.uuid4(),
         user=scope.user,
@@ -58,11 +63,13 @@ def add_attachment(ref: SessionRef, conversation_id: Any, uploaded_file: Any, *,
     attachment.file.save(name, uploaded_file if isinstance(uploaded_file, File) else File(uploaded_file), save=False)
     try:
         with transaction.atomic():
+            quotas.hold(scope.user_id)  # the user's uploads take turns, so the quotas below hold
             # the chat's row orders concurrent uploads, so the count below holds
             if not Conversation.objects.alive().select_for_update().filter(pk=conversation.pk).exists():
                 raise NotFound()
             if _composer(conversation, scope).count() >= agent_settings.MAX_FILES_PER_MESSAGE:
                 raise _too_many()
+            quotas.check_upload(scope.user_id, size)
             attachment.save(force_insert=True)
             transaction.on_commit(lambda: queue_processing(attachment.pk))
     except BaseException:

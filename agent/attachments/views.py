@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from .. import errors
 from ..access import SessionRef, is_impersonated, language_for
+from ..ai import limits
 from ..conf import agent_settings
 from ..conversations import file_view
 from ..models import UserSettings
@@ -49,7 +50,8 @@ def json_api(view: Callable[..., Any]) -> Callable[..., HttpResponse]:
             try:
                 return view(request, ref, is_impersonated(request), *args, **kwargs)
             except errors.Refusal as refusal:
-                return JsonResponse({"error": refusal.code}, status=getattr(refusal, "http_status", 403))
+                explained = limits.client_fields(refusal)  # a quota's standing and message
+                return JsonResponse({"error": refusal.code, **explained}, status=refusal.http_status)
             except ValidationError as invalid:
                 return invalid_response(invalid)
 

@@ -7,12 +7,15 @@ from typing import Any
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from ..ai.guard import MARKER_CLOSE, MARKER_OPEN
+from ..ai.guard import marker_example
 from ..conf import agent_settings
 
 
-def system_prompt(user: Any, site_instructions: str, user_instructions: str) -> str:
-    """Build the prompt; call it inside ``translation.override(turn.language)``."""
+def system_prompt(user: Any, site_instructions: str, user_instructions: str, nonce: str) -> str:
+    """Build the prompt; call it inside ``translation.override(turn.language)``.
+
+    ``nonce`` is the turn's own (``guard.marker_nonce``): the off-purpose marker counts only with it.
+    """
     name = (user.get_full_name() if hasattr(user, "get_full_name") else "") or user.get_username()
     parts = [
         _("You are the assistant of this site, working for one signed-in user."),
@@ -36,6 +39,6 @@ def system_prompt(user: Any, site_instructions: str, user_instructions: str) -> 
             "Answer in the user's language, briefly, in Markdown. If a request is not what this assistant is "
             "for, answer briefly and end your answer with the marker %(marker)s."
         )
-        % {"marker": f"{MARKER_OPEN} <reason>{MARKER_CLOSE}"},
+        % {"marker": marker_example(nonce)},
     ]
     return "\n\n".join(parts)

@@ -150,6 +150,7 @@ class TurnRunner:
         self.this_turn: list[dict[str, Any]] = []
         self.results: list[tuple[int, dict[str, Any]]] = []  # (round, tool message for the model)
         self.flagged = False
+        self.marker_nonce = guard.marker_nonce()  # in this turn's prompt: only a marker with it flags the turn
         self.budget = guard.Verdict()
         self.site_prompt = ""
         self.files: list[Any] = []  # the files linked to the user's message
@@ -187,7 +188,8 @@ class TurnRunner:
             scope = self.verify(budget=True)
             if number == 1:
                 own = scope.user_settings
-                self.system = system_prompt(scope.user, self.site_prompt, own.instructions if own else "")
+                instructions = own.instructions if own else ""
+                self.system = system_prompt(scope.user, self.site_prompt, instructions, self.marker_nonce)
             if not self.round(scope, number, last=number == rounds):
                 return End(Status.FINISHED)
         self._notice("max_rounds")
@@ -230,7 +232,7 @@ class TurnRunner:
             self._notice(notices.MODEL_FAILED, params, ai_request_id=journal_row)
             raise TurnEnded(End(Status.FAILED, "model_failed")) from None
         self.verify()  # rights lost or a stop asked during the model call: nothing more from it
-        content, off_purpose = guard.cut_marker(completion.content)
+        content, off_purpose = guard.cut_marker(completion.content, self.marker_nonce)
         calls = [c for c in completion.tool_calls if c.name]
         if not content.strip() and not calls:
             self._notice("empty_answer", ai_request_id=completion.request_id, off_purpose=off_purpose)

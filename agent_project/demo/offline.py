@@ -5,7 +5,9 @@ an endpoint row at it, so a demo turn goes through ``complete()`` and the real
 ``openai`` client like any other. It belongs to the host site, not to
 ``agent``, and only ever runs inside the demo command. It understands two
 requests about notes, "create a note: <title>" and "find notes about
-<words>", in English and Russian; anything else gets help.
+<words>", in English and Russian; a request for a poem, a joke or the weather
+is answered as off purpose, with the marker the system prompt asks for (its
+turn's nonce included); anything else gets help.
 """
 
 from __future__ import annotations
@@ -18,10 +20,15 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from agent.ai.guard import MARKER_CLOSE, MARKER_OPEN, marker_example
+
 MODEL_NAME = "offline-demo"
 LABEL = {"en": "_(offline demo model: no AI service is configured)_", "ru": "_(офлайн-демо: модель не подключена)_"}
 CREATE = re.compile(r"\b(create|add|make|new|write|remember)\b|созда|добав|запиш|нов", re.I)
 SEARCH = re.compile(r"\b(find|search|list|show|which|what)\b|найд|поиск|покаж|какие|спис", re.I)
+OFF_PURPOSE = re.compile(r"\b(poem|poetry|joke|weather)\b|стих|анекдот|шутк|погод", re.I)
+PROMPT_MARKER = re.compile(re.escape(marker_example("NONCE")).replace("NONCE", r"(\S+)"))
+"""The marker as the system prompt shows it: the nonce is what to copy."""
 
 
 def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
@@ -35,6 +42,10 @@ def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[s
         return _text(
             _say(lang, "read") + "\n\n" + "\n".join(_file_line(name, first, lang) for name, first in files), lang
         )
+    nonce, off_purpose = _marker_nonce(messages), OFF_PURPOSE.search(user_text)
+    if last.get("role") == "user" and nonce and off_purpose:
+        marker = f"{MARKER_OPEN} {nonce} {off_purpose.group(0).lower()}{MARKER_CLOSE}"
+        return _text(_say(lang, "off_purpose"), lang, marker=marker)
     wants_create = bool(CREATE.search(user_text))
     if last.get("role") == "tool":
         result = _json(last.get("content"))
@@ -46,6 +57,16 @@ def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[s
         query = _title(user_text) if wants_create else _words(user_text)
         return _call("notes_search", {"query": query}, "")
     return _text(_say(lang, "help"), lang)
+
+
+def _marker_nonce(messages: list[dict[str, Any]]) -> str:
+    """The nonce the system prompt gives for the off-purpose marker ("" when it gives none)."""
+    for message in messages:
+        if message.get("role") == "system":
+            found = PROMPT_MARKER.search(_text_of(message.get("content")))
+            if found:
+                return found.group(1)
+    return ""
 
 
 FILE_MARKER = re.compile(r"^\[[^\]:]+: ([^\]]+)\]$")
@@ -89,6 +110,10 @@ def _say(lang: str, key: str, **params: Any) -> str:
             "ru": "Создам заметку **{title}**, когда вы подтвердите.",
         },
         "none": {"en": "I found no notes.", "ru": "Заметок не нашлось."},
+        "off_purpose": {
+            "en": "That is not what this assistant is for: it helps with your notes.",
+            "ru": "Этот помощник не для этого: он помогает с заметками.",
+        },
         "found": {"en": "I found {count} notes:", "ru": "Нашлось заметок: {count}."},
     }
     return texts[key][lang].format(**params)
@@ -132,8 +157,9 @@ def _call(name: str, args: dict[str, Any], content: str) -> dict[str, Any]:
     return {"role": "assistant", "content": content or None, "tool_calls": [call]}
 
 
-def _text(content: str, lang: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": f"{content}\n\n{LABEL[lang]}"}
+def _text(content: str, lang: str, marker: str = "") -> dict[str, Any]:
+    """An answer with the demo's label; an off-purpose marker goes last, where the prompt asks for it."""
+    return {"role": "assistant", "content": f"{content}\n\n{LABEL[lang]}" + (f" {marker}" if marker else "")}
 
 
 class _Handler(BaseHTTPRequestHandler):

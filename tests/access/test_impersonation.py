@@ -85,3 +85,16 @@ def test_a_custom_detector_replaces_the_default_one() -> None:
         AGENT=agent_with(IMPERSONATION_DETECTOR="tests.access.test_impersonation.flagged_by_header")
     ):
         assert not is_impersonated(request)
+
+
+def test_a_session_marked_impersonated_after_sign_in_is_refused_by_the_next_check(session: Any) -> None:
+    from agent.access import authorize_session
+    from agent.errors import Impersonated
+
+    client, ref = session
+    authorize_session(ref, impersonated=False)
+    store = client.session  # the same session, as django-hijack marks it
+    store["hijack_history"] = ["1"]
+    store.save()
+    with pytest.raises(Impersonated):
+        authorize_session(ref, impersonated=False)

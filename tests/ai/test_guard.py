@@ -264,3 +264,20 @@ def test_complete_with_an_admission_under_the_caps_calls_the_model(endpoint, mod
 )
 def test_a_draft_holds_back_a_marker_begun_at_its_end_and_nothing_else(so_far: str, shown: str) -> None:
     assert guard.draft_text(so_far) == shown
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        ("Sorry. ⟦off_purpose: n0nce a poem⟧", "a poem"),
+        ("Sorry. ⟦off_purpose: n0nce⟧", ""),
+        ("Sorry. ⟦off_purpose: a poem⟧", None),
+        ("Sorry. ⟦off_purpose: other a poem⟧", None),
+        ("Sorry. ⟦off_purpose: n0nce2 a poem⟧", None),
+        ("Sorry. ⟦off_purpose:⟧", None),
+    ],
+)
+def test_a_marker_at_the_end_is_always_cut_and_flags_only_with_the_turns_nonce(
+    content: str, reason: str | None
+) -> None:
+    assert guard.cut_marker(content, "n0nce") == ("Sorry.", reason)

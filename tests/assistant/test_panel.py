@@ -145,6 +145,37 @@ def test_usage_counts_the_rolling_window_against_personal_caps(
     assert "cost_site" not in usage
 
 
+def test_the_panel_shows_each_quota_used_against_its_cap(
+    ref: SessionRef, user: Any, chat: Any, endpoint: Any, settings: Any
+) -> None:
+    # given: caps of 1000 stored bytes, 1 new chat and 5 uploads a minute; one chat made and 600 bytes stored
+    settings.AGENT = {
+        **settings.AGENT,
+        "MAX_STORED_BYTES_PER_USER": 1000,
+        "NEW_CHATS_PER_MINUTE": 1,
+        "UPLOADS_PER_MINUTE": 5,
+    }
+    from agent.attachments.api import add_attachment
+    from tests.attachments.conftest import upload
+
+    add_attachment(ref, chat.pk, upload("a.txt", b"x" * 600), impersonated=False)
+    # when
+    quotas = {item["limit"]: item for item in assistant.panel(ref, impersonated=False)["quotas"]}
+    # then
+    stored, chats, uploads = quotas["stored_bytes"], quotas["new_chats_per_minute"], quotas["uploads_per_minute"]
+    assert (stored["used"], stored["cap"], stored["reached"]) == (600, 1000, False)
+    assert stored["text"] == "Stored files: 600\xa0bytes of 1000\xa0bytes"
+    assert (chats["used"], chats["cap"], chats["reached"]) == (1, 1, True) and chats["frees_at"]
+    assert chats["text"].startswith("You started 1 chat in the last minute, the most allowed is 1. Try again in ")
+    assert (uploads["used"], uploads["cap"]) == (1, 5) and uploads["text"] == "Files added in the last minute: 1 of 5"
+
+
+def test_the_panel_page_has_a_place_for_the_quotas(user: Any, endpoint: Any) -> None:
+    client, _ref = login(user)
+    body = client.get(reverse("agent:assistant")).content.decode()
+    assert 'id="quotas"' in body
+
+
 # -- over HTTP -----------------------------------------------------------------------
 
 

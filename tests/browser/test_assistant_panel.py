@@ -42,3 +42,12 @@ def test_too_long_instructions_are_refused_by_field(tab: Page, user: Any, endpoi
     tab.click("#save")
     expect(tab.locator("#error-instructions")).to_contain_text("4000")
     assert not UserSettings.objects.filter(user=user, instructions__startswith="x").exists()
+
+
+def test_the_panel_lists_each_quota_used_against_its_cap(tab: Page, user: Any, endpoint: Endpoint) -> None:
+    open_panel(tab, user)
+    quotas = tab.locator("#quotas li")
+    expect(quotas).to_have_count(3)
+    expect(quotas.nth(0)).to_have_text("Stored files: 0\xa0bytes of 500.0\xa0MB")
+    expect(quotas.nth(1)).to_have_text("New chats in the last minute: 0 of 20")
+    expect(quotas.nth(2)).to_have_text("Files added in the last minute: 0 of 30")

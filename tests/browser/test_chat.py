@@ -226,3 +226,16 @@ def test_notices_come_in_the_users_language(tab, user, endpoint, model_server):
         expect(notice).to_have_text(english)
         pytest.xfail("ru catalogue pending")
     expect(notice).to_have_text(russian)
+
+
+def test_a_new_chat_past_the_quota_is_refused_with_a_clear_message(tab, user):
+    # given: the user started NEW_CHATS_PER_MINUTE chats (20 by default) in the last minute
+    ConversationFactory.create_batch(20, user=user)
+    sign_in(tab, user)
+    # when: one more is asked for by the first message of a new chat
+    send(tab, "hello?")
+    # then: the composer says which quota and when to try again, and keeps the text
+    expect(tab.locator("#composer-error")).to_contain_text(
+        "You started 20 chats in the last minute, the most allowed is 20. Try again in "
+    )
+    expect(tab.locator("#composer-text")).to_have_value("hello?")

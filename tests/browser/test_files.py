@@ -105,3 +105,20 @@ def test_a_pdf_and_a_picture_reach_the_model_as_text_and_image_and_stay_on_the_m
     assert "walrus ledger" in text_part["text"] and "zeppelin quota" in text_part["text"]
     assert image_part["type"] == "image_url"
     assert image_part["image_url"]["url"].startswith("data:image/png;base64,")
+
+
+def test_a_file_past_the_stored_bytes_quota_says_so_on_its_chip(tab, user):
+    # given: the user's files already take the 500 MB they may store (by default)
+    chat, earlier = ConversationFactory(user=user), ConversationFactory(user=user)
+    Attachment.objects.create(
+        user=user, conversation=earlier, name="old.bin", content_type="text/plain", size=500 * 1024 * 1024, file="x"
+    )
+    sign_in(tab, user, f"/assistant/c/{chat.pk}/")
+    # when: one more file is attached
+    with tab.expect_file_chooser() as chooser:
+        tab.locator("#attach").click()
+    chooser.value.set_files(files=[{"name": "list.txt", "mimeType": "text/plain", "buffer": b"milk, bread"}])
+    # then: its chip failed, with the quota's own words
+    chip = tab.locator("#composer-files .agent-file-chip")
+    expect(chip).to_have_attribute("data-status", "failed")
+    expect(chip.locator(".agent-file-status")).to_contain_text("does not fit: your files take 500.0")

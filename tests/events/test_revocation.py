@@ -249,7 +249,14 @@ def _assistant_updated_off(client: Client, user: Any) -> None:
     AgentSettings.objects.update(enabled=False)
 
 
+def _session_marked_impersonated(client: Client, user: Any) -> None:
+    store = client.session  # the same session, as django-hijack marks it
+    store["hijack_history"] = ["1"]
+    store.save()
+
+
 SILENT = {
+    "session_marked_impersonated": (_session_marked_impersonated, "impersonated"),
     "session_row_deleted": (_session_row_deleted, "session_gone"),
     "session_expired": (_session_expired, "session_gone"),
     "permission_row_deleted": (_permission_row_deleted, "forbidden"),
@@ -268,6 +275,18 @@ async def test_a_revocation_without_a_signal_closes_the_idle_socket_within_the_r
     await sync_to_async(revoke)(client, user)
     code, frames = await close_code(ws, within=RECHECK_S + 2)
     assert code == 4401 and frames == [f'{{"type": "error", "error": "{code_sent}"}}']
+    await ws.disconnect()
+
+
+async def test_a_frame_after_the_session_is_marked_impersonated_is_refused_and_closes_4401(
+    session: tuple[Client, SessionRef], chat: Any
+) -> None:
+    client = session[0]
+    ws = await opened(client)
+    await sync_to_async(_session_marked_impersonated)(client, None)
+    await ws.send_json_to({"type": "subscribe", "conversation": str(chat.pk), "ref": 1})
+    code, frames = await close_code(ws, within=5)
+    assert code == 4401 and frames == ['{"type": "error", "error": "impersonated", "ref": 1}']
     await ws.disconnect()
 
 

@@ -49,6 +49,51 @@ async def test_a_socket_from_a_foreign_or_no_origin_is_rejected(
     await finish_refused(ws)
 
 
+@pytest.mark.parametrize(
+    "origin", ["http://testserver:8503", "https://testserver", "http://localhost"], ids=["port", "scheme", "host"]
+)
+async def test_a_socket_from_another_port_scheme_or_host_of_the_site_is_refused(
+    session: tuple[Client, SessionRef], origin: str
+) -> None:
+    ws = socket(session[0], origin=origin)
+    connected, _ = await ws.connect(timeout=5)
+    assert not connected
+    await finish_refused(ws)
+
+
+async def test_a_trusted_origin_of_another_port_may_open_a_socket(
+    session: tuple[Client, SessionRef], settings: Any
+) -> None:
+    settings.CSRF_TRUSTED_ORIGINS = ["http://testserver:8503"]
+    ws = socket(session[0], origin="http://testserver:8503")
+    connected, _ = await ws.connect(timeout=5)
+    assert connected and await ws.receive_json_from(timeout=5) == {"type": "ready"}
+    await ws.disconnect()
+
+
+async def test_a_secure_socket_takes_the_https_origin_only(session: tuple[Client, SessionRef]) -> None:
+    plain = socket(session[0], origin="http://testserver")
+    plain.scope["scheme"] = "wss"
+    assert not (await plain.connect(timeout=5))[0]
+    await finish_refused(plain)
+    secure = socket(session[0], origin="https://testserver")
+    secure.scope["scheme"] = "wss"
+    assert (await secure.connect(timeout=5))[0]
+    assert await secure.receive_json_from(timeout=5) == {"type": "ready"}
+    await secure.disconnect()
+
+
+async def test_behind_a_tls_proxy_the_https_origin_is_the_sites_own(
+    session: tuple[Client, SessionRef], settings: Any
+) -> None:
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    ws = socket(session[0], origin="https://testserver")
+    ws.scope["headers"].append((b"x-forwarded-proto", b"https"))
+    assert (await ws.connect(timeout=5))[0]
+    assert await ws.receive_json_from(timeout=5) == {"type": "ready"}
+    await ws.disconnect()
+
+
 async def test_an_impersonated_session_is_refused_at_connect(session: tuple[Client, SessionRef]) -> None:
     client = session[0]
 
@@ -190,6 +235,20 @@ async def test_an_oversize_frame_closes_4413(session: tuple[Client, SessionRef])
     await ws.disconnect()
 
 
+async def test_a_frame_over_the_byte_limit_in_multibyte_characters_closes_4413(
+    session: tuple[Client, SessionRef], settings: Any
+) -> None:
+    # given: 400 characters of Cyrillic, 800 bytes of UTF-8, against a 600-byte limit
+    settings.AGENT = {**settings.AGENT, "WS_MAX_FRAME_BYTES": 600}
+    ws = await opened(session[0])
+    text = '{"type": "send", "text": "' + "ж" * 400 + '"}'
+    assert len(text) < 600 < len(text.encode())
+    await ws.send_to(text_data=text)
+    code, _frames = await close_code(ws, within=5)
+    assert code == 4413
+    await ws.disconnect()
+
+
 async def test_too_many_frames_close_4429(session: tuple[Client, SessionRef], settings: Any) -> None:
     settings.AGENT = {**settings.AGENT, "WS_FRAMES_PER_10S": 3}
     ws = await opened(session[0])
@@ -229,6 +288,16 @@ async def test_a_frame_that_is_not_a_json_object_gets_bad_frame_and_the_socket_s
 ) -> None:
     ws = await opened(session[0])
     await ws.send_to(text_data=text)
+    assert await ws.receive_json_from(timeout=5) == {"type": "error", "error": "bad_frame"}
+    await subscribed(ws, chat)
+    await ws.disconnect()
+
+
+async def test_a_frame_nested_too_deep_gets_bad_frame_and_the_socket_stays(
+    session: tuple[Client, SessionRef], chat: Conversation
+) -> None:
+    ws = await opened(session[0])
+    await ws.send_to(text_data="[" * 60_000)
     assert await ws.receive_json_from(timeout=5) == {"type": "error", "error": "bad_frame"}
     await subscribed(ws, chat)
     await ws.disconnect()

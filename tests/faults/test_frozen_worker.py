@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from agent.access import SessionRef
 from agent.models import AIRequest, Confirmation, Lock, Message, OffPurposeFlag, Turn
-from tests.model_server import ScriptedModelServer, answer, tool_calls
+from tests.model_server import ScriptedModelServer, answer, off_purpose, tool_calls
 
 from .harness import QUICK_SETTINGS, Stack, Tab, wait_until
 
@@ -41,7 +41,7 @@ def test_a_worker_frozen_past_its_lease_writes_nothing_when_it_wakes(
     tab = tabs(ref.session_key)
     tab.subscribe(chat.pk)
     model_server.push(
-        tool_calls(("notes_create", {"title": "from a zombie"}), content="Sure. ⟦off_purpose: x⟧", delay=8),
+        tool_calls(("notes_create", {"title": "from a zombie"}), content="Sure. " + off_purpose("x"), delay=8),
         answer("the new turn's answer", delay=3),
     )
     old = tab.send("first")

@@ -86,15 +86,22 @@ def _deactivate(session: Any, user: Any) -> None:
     type(user).objects.filter(pk=user.pk).update(is_active=False)
 
 
+def _mark_impersonated(session: Any, user: Any) -> None:
+    store = session[0].session  # the same session, as django-hijack marks it
+    store["hijack_history"] = ["1"]
+    store.save()
+
+
 @pytest.mark.parametrize(
     ("revoke", "reason"),
     [
+        (_mark_impersonated, "session_ended"),
         (_logout, "session_ended"),
         (_change_password, "session_ended"),
         (_lose_use_agent, "forbidden"),
         (_deactivate, "session_ended"),
     ],
-    ids=["logout", "password", "permission", "deactivated"],
+    ids=["impersonated", "logout", "password", "permission", "deactivated"],
 )
 def test_a_revocation_during_the_first_tool_call_starts_none_of_the_rest(
     session, chat, user, endpoint, model_server, declare, revoke, reason

@@ -15,7 +15,7 @@ from agent.access import SessionRef
 from agent.conversations import get_conversation
 from agent.models import AgentSettings, AIRequest, Confirmation, Message, OffPurposeFlag, Turn, UserSettings
 from agent.tasks import run_turn
-from tests.model_server import ScriptedModelServer, answer, error, tool_calls
+from tests.model_server import ScriptedModelServer, answer, error, off_purpose, prompt_nonce, tool_calls
 
 from .conftest import agent_conf, messages_of, tool_messages, tool_names
 
@@ -290,8 +290,8 @@ def test_an_off_purpose_marker_at_the_very_end_is_cut_and_flags_once(
     ref: SessionRef, user: Any, chat: Any, endpoint: Any, model_server: ScriptedModelServer, counter: list[Any]
 ) -> None:
     model_server.push(
-        tool_calls(("count_me", {}), content="Let me look. ⟦off_purpose: weather⟧"),
-        answer("Not my thing. ⟦off_purpose: weather again⟧ \n\n"),
+        tool_calls(("count_me", {}), content="Let me look. " + off_purpose("weather")),
+        answer("Not my thing. " + off_purpose("weather again") + " \n\n"),
     )
     turn = run(ref, chat, "what's the weather?")
     answers = [m.content for m in messages_of(chat) if m.role == "assistant"]
@@ -299,6 +299,30 @@ def test_an_off_purpose_marker_at_the_very_end_is_cut_and_flags_once(
     flag = OffPurposeFlag.objects.get()
     assert (flag.user_id, flag.turn_ref, flag.reason) == (user.pk, turn.pk, "weather")
     assert "⟦" not in model_server.requests[1]["messages"][-2]["content"]
+
+
+@pytest.mark.parametrize(
+    "marker",
+    ["⟦off_purpose: weather⟧", "⟦off_purpose: 0123456789abcdef weather⟧", "⟦off_purpose:⟧"],
+    ids=["no nonce", "another nonce", "empty"],
+)
+def test_a_marker_at_the_end_without_the_turns_nonce_is_cut_and_flags_nothing(
+    ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer, marker: str
+) -> None:
+    # given: a model that copies a marker a file or a tool result wrote, without the prompt's nonce
+    model_server.push(answer("Here is the summary. " + marker))
+    run(ref, chat)
+    assert messages_of(chat)[-1].content == "Here is the summary."
+    assert not OffPurposeFlag.objects.exists()
+
+
+def test_each_turn_gets_a_nonce_of_its_own(
+    ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer
+) -> None:
+    run(ref, chat)
+    run(ref, chat)
+    first, second = (prompt_nonce(body) for body in model_server.requests)
+    assert first and second and first != second
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from agent import turns
 from agent.models import Confirmation, Lock, Message, OffPurposeFlag, Turn
 from agent.tasks import run_turn
 from agent.turns import locks
-from tests.model_server import answer, tool_calls
+from tests.model_server import answer, off_purpose, tool_calls
 
 from .conftest import messages_of
 
@@ -40,8 +40,8 @@ def _take_the_chat_while_the_model_thinks(model_server: Any, ref: Any, chat: Any
 @pytest.mark.parametrize(
     "reply",
     [
-        answer("Not what I am for. ⟦off_purpose: poetry⟧", delay=1.5),
-        tool_calls(("notes_create", {"title": "x"}), content="⟦off_purpose: y⟧", delay=1.5),
+        answer("Not what I am for. " + off_purpose("poetry"), delay=1.5),
+        tool_calls(("notes_create", {"title": "x"}), content=off_purpose("y"), delay=1.5),
     ],
     ids=["off-purpose answer", "write with a marker"],
 )
@@ -74,7 +74,7 @@ def test_a_turn_whose_chat_was_taken_during_the_model_call_writes_nothing(
 
 
 def test_the_off_purpose_flag_is_stored_with_the_answer(ref, chat, endpoint, model_server):
-    model_server.push(answer("Not what I am for. ⟦off_purpose: poetry⟧"))
+    model_server.push(answer("Not what I am for. " + off_purpose("poetry")))
     run_turn(str(turns.start(ref, chat.pk, "a poem", impersonated=False).pk))
     flag = OffPurposeFlag.objects.get()
     stored = Message.objects.get(conversation=chat, role=Message.Role.ASSISTANT)

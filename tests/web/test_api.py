@@ -97,6 +97,13 @@ def test_invalid_input_is_400_with_the_field(session, chat):
     assert response.json()["error"] == "invalid" and "title" in response.json()["fields"]
 
 
+@pytest.mark.parametrize("name", ["conversation_create", "assistant_api"])
+def test_a_body_nested_too_deep_is_400_invalid_not_a_server_error(session, name):
+    client, _ref = session
+    response = client.post(reverse(f"agent:{name}"), "[" * 60_000, content_type="application/json")
+    assert response.status_code == 400 and response.json()["error"] == "invalid"
+
+
 def test_send_without_a_model_is_503_endpoint_not_configured(session, chat):
     client, _ref = session
     response = post(client, "turn_start", chat.pk, text="hello")

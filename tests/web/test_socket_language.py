@@ -42,7 +42,7 @@ def _subscribed_notice(session_key: str, chat_id: Any, cookie_language: str) -> 
     async def run() -> dict[str, Any]:
         cookie = f"{settings.SESSION_COOKIE_NAME}={session_key}; {settings.LANGUAGE_COOKIE_NAME}={cookie_language}"
         app = AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        headers = [(b"cookie", cookie.encode()), (b"host", b"testserver")]
+        headers = [(b"cookie", cookie.encode()), (b"host", b"testserver"), (b"origin", b"http://testserver")]
         socket = WebsocketCommunicator(app, "/ws/agent/", headers=headers)
         connected, _ = await socket.connect()
         assert connected and (await socket.receive_json_from(timeout=5))["type"] == "ready"

@@ -1,4 +1,4 @@
-/* "My assistant": the user's models, instructions, language and usage over the JSON API.
+/* "My assistant": the user's models, instructions, language, usage and quotas over the JSON API.
  *
  * No build step and a strict CSP: no inline script, style or handlers; every text
  * goes in as text, every fixed phrase through gettext() from Django's
@@ -26,6 +26,7 @@
     save: $("save"),
     saved: $("saved"),
     usage: $("usage"),
+    quotas: $("quotas"),
   };
   const FIELDS = ["endpoint", "picture_endpoint", "instructions", "language", "__all__"];
   let maxInstructions = 4000;
@@ -157,6 +158,19 @@
     }
   }
 
+  function renderQuotas(items) {
+    ui.quotas.replaceChildren();
+    for (const item of items) {
+      const line = document.createElement("li");
+      line.dataset.limit = item.limit;
+      line.textContent = item.text; // in the user's language from the server, sizes formatted
+      if (item.reached) {
+        line.classList.add("reached");
+      }
+      ui.quotas.append(line);
+    }
+  }
+
   function renderLanguage(languages, selected) {
     fillSelect(ui.language, languages, selected, gettext("As my browser asks"));
   }
@@ -175,6 +189,7 @@
     ui.instructions.value = data.instructions;
     renderLanguage(data.languages, data.language);
     renderUsage(data.usage);
+    renderQuotas(data.quotas);
     showCount();
     ui.form.hidden = false;
     ui.status.textContent = "";

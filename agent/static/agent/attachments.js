@@ -36,6 +36,8 @@ export function describeError(code) {
     too_many_pixels: _("The picture is too large."),
     extraction_timeout: _("Reading the file took too long."),
     not_found: _("The file is gone."),
+    storage_full: _("Your files take all the room you may use. Remove files you no longer need."),
+    too_many_uploads: _("Too many files in one minute. Try again in a minute."),
   };
   return texts[code] || _("The file could not be attached.");
 }
@@ -126,7 +128,8 @@ export function mountAttachments({
       chip.append(bar);
     } else {
       const labels = { pending: _("Reading…"), ready: _("Ready") };
-      const text = state.status === "failed" ? describeError(state.error) : labels[state.status] || "";
+      const failure = state.explained || describeError(state.error); // a quota's own words from the server
+      const text = state.status === "failed" ? failure : labels[state.status] || "";
       const status = element("span", "agent-file-status", text);
       status.setAttribute("role", state.status === "failed" ? "alert" : "status");
       chip.append(status);
@@ -212,7 +215,8 @@ export function mountAttachments({
         chips.set(state.key, state);
         place(answer.attachment);
       } else {
-        Object.assign(state, { status: "failed", error: answer.error || "upload_failed", view: null });
+        const explained = answer.message || "";
+        Object.assign(state, { status: "failed", error: answer.error || "upload_failed", explained, view: null });
         draw(state);
       }
       changed();

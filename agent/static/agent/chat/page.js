@@ -105,6 +105,9 @@ export function refusalText(code) {
     network: gettext("The server could not be reached. Check your connection and try again."),
     csrf_failed: gettext("This page is out of date. Reload it and try again."),
     too_large: gettext("This is too much to send at once."),
+    too_many_chats: gettext("You started too many chats in one minute. Try again in a minute."),
+    too_many_uploads: gettext("Too many files in one minute. Try again in a minute."),
+    storage_full: gettext("Your files take all the room you may use. Remove files you no longer need."),
   };
   if (SESSION_CODES.has(code) && code !== "impersonated") {
     return gettext("You were signed out. Sign in again to go on.");

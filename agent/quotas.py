@@ -1,0 +1,172 @@
+"""Per-user quotas on what a user can pile up: the bytes of their stored files, new chats a
+minute and uploads a minute.
+
+Counted from the database, so every host sees the same numbers: the chats and files made in
+the last minute, and the sizes of every file the user has stored (files of deleted chats
+count until they are purged). Each cap is checked in one place, inside the transaction that
+writes the row, after ``hold`` has locked the user's row: a user's creates take turns, so two
+at once cannot both take the last slot. A cap of 0 is no cap.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import connections, router
+from django.db.models import QuerySet, Sum
+from django.template.defaultfilters import filesizeformat
+from django.utils import timezone
+from django.utils.translation import gettext, gettext_lazy, ngettext
+
+from .conf import agent_settings
+from .errors import Refusal, StorageFull, TooManyChats, TooManyUploads
+from .models import Attachment, Conversation
+
+STORED_BYTES, NEW_CHATS, UPLOADS = "stored_bytes", "new_chats_per_minute", "uploads_per_minute"
+WINDOW = timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class Quota:
+    """One quota: its cap (0: none), what is used now, and for a rate when a slot frees up."""
+
+    limit: str
+    cap: int
+    used: int
+    frees_at: datetime | None = None
+
+    @property
+    def reached(self) -> bool:
+        return bool(self.cap) and self.used >= self.cap
+
+    def params(self) -> dict[str, Any]:
+        """Plain JSON, for a refusal and the panel; the time in ISO 8601."""
+        return {
+            "limit": self.limit,
+            "cap": self.cap,
+            "used": self.used,
+            "frees_at": self.frees_at.isoformat() if self.frees_at else None,
+        }
+
+
+def hold(user_id: Any) -> None:
+    """Lock the user's row until the transaction ends, so the user's quota checks take turns.
+
+    ``FOR NO KEY UPDATE`` where the database has it: rows that point at the user can still be
+    written meanwhile.
+    """
+    users = get_user_model()
+    db = router.db_for_write(users)
+    no_key = connections[db].features.has_select_for_no_key_update
+    list(users._default_manager.using(db).select_for_update(no_key=no_key).filter(pk=user_id).values_list("pk"))
+
+
+def check_new_chat(user_id: Any) -> None:
+    """``TooManyChats`` when the user started ``NEW_CHATS_PER_MINUTE`` chats in the last minute."""
+    quota = _rate(NEW_CHATS, agent_settings.NEW_CHATS_PER_MINUTE, Conversation.objects.filter(user_id=user_id))
+    if quota.reached:
+        raise _refusal(TooManyChats, quota)
+
+
+def check_upload(user_id: Any, size: int) -> None:
+    """``TooManyUploads`` past ``UPLOADS_PER_MINUTE``; ``StorageFull`` when a file of ``size`` bytes
+    would take the user's stored files past ``MAX_STORED_BYTES_PER_USER``."""
+    quota = _rate(UPLOADS, agent_settings.UPLOADS_PER_MINUTE, Attachment.objects.filter(user_id=user_id))
+    if quota.reached:
+        raise _refusal(TooManyUploads, quota)
+    stored = _stored(user_id)
+    if stored.cap and stored.used + size > stored.cap:
+        raise _refusal(StorageFull, stored, size=size)
+
+
+def usage(user_id: Any) -> list[Quota]:
+    """Where the user stands against each quota now, for the "My assistant" panel."""
+    return [
+        _stored(user_id),
+        _rate(NEW_CHATS, agent_settings.NEW_CHATS_PER_MINUTE, Conversation.objects.filter(user_id=user_id)),
+        _rate(UPLOADS, agent_settings.UPLOADS_PER_MINUTE, Attachment.objects.filter(user_id=user_id)),
+    ]
+
+
+def panel_text(quota: Quota) -> str:
+    """The quota as the panel shows it: used and cap, or when reached, what the refusal says."""
+    if quota.reached:
+        return message(quota)
+    used, cap = quota.used, quota.cap
+    if quota.limit == STORED_BYTES:
+        used, cap = filesizeformat(used), filesizeformat(cap)
+    template = _PANEL[quota.limit][0 if quota.cap else 1]
+    return str(template) % {"used": used, "cap": cap}
+
+
+_PANEL = {
+    STORED_BYTES: (gettext_lazy("Stored files: %(used)s of %(cap)s"), gettext_lazy("Stored files: %(used)s")),
+    NEW_CHATS: (
+        gettext_lazy("New chats in the last minute: %(used)s of %(cap)s"),
+        gettext_lazy("New chats in the last minute: %(used)s"),
+    ),
+    UPLOADS: (
+        gettext_lazy("Files added in the last minute: %(used)s of %(cap)s"),
+        gettext_lazy("Files added in the last minute: %(used)s"),
+    ),
+}
+
+
+def message(quota: Quota, **extra: Any) -> str:
+    """The quota in words, in the active language."""
+    if quota.limit == STORED_BYTES:
+        values = {"used": filesizeformat(quota.used), "cap": filesizeformat(quota.cap)}
+        if "size" not in extra:
+            return gettext("Your files take %(used)s of the %(cap)s you may store.") % values
+        values["size"] = filesizeformat(extra["size"])
+        return (
+            gettext(
+                "This file (%(size)s) does not fit: your files take %(used)s of the %(cap)s you may store. "
+                "Remove files you no longer need."
+            )
+            % values
+        )
+    values = {"used": quota.used, "cap": quota.cap}
+    if quota.limit == NEW_CHATS:
+        made = ngettext(
+            "You started %(used)s chat in the last minute, the most allowed is %(cap)s.",
+            "You started %(used)s chats in the last minute, the most allowed is %(cap)s.",
+            quota.used,
+        )
+    else:
+        made = ngettext(
+            "You added %(used)s file in the last minute, the most allowed is %(cap)s.",
+            "You added %(used)s files in the last minute, the most allowed is %(cap)s.",
+            quota.used,
+        )
+    seconds = 1
+    if quota.frees_at is not None:
+        seconds = max(1, math.ceil((quota.frees_at - timezone.now()).total_seconds()))
+    wait = ngettext("Try again in %(seconds)s second.", "Try again in %(seconds)s seconds.", seconds)
+    return f"{made % values} {wait % {'seconds': seconds}}"
+
+
+def _refusal(kind: type[Refusal], quota: Quota, **extra: Any) -> Refusal:
+    return kind(**quota.params(), **extra, message=message(quota, **extra))
+
+
+def _rate(limit: str, cap: int, rows: QuerySet[Any]) -> Quota:
+    """Rows made in the last minute against ``cap``; when reached, the moment the oldest one that
+    keeps the count at the cap leaves the window."""
+    since = timezone.now() - WINDOW
+    recent = rows.filter(created_at__gte=since).order_by()
+    if not cap:
+        return Quota(limit, 0, recent.count())
+    times = list(recent.order_by("-created_at").values_list("created_at", flat=True)[:cap])
+    if len(times) < cap:
+        return Quota(limit, cap, len(times))
+    return Quota(limit, cap, recent.count(), times[-1] + WINDOW)
+
+
+def _stored(user_id: Any) -> Quota:
+    total = Attachment.objects.filter(user_id=user_id).order_by().aggregate(total=Sum("size"))["total"] or 0
+    return Quota(STORED_BYTES, int(agent_settings.MAX_STORED_BYTES_PER_USER), int(total))
