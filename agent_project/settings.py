@@ -3,7 +3,9 @@
 With no environment at all this is the embedded default: SQLite, the in-memory
 channel layer and Celery's in-memory broker (the demo runs a worker in its own
 process). Production switches by environment variables alone:
-``DATABASE_URL``, ``REDIS_URL`` (channel layer) and ``CELERY_BROKER_URL``.
+``DATABASE_URL``, ``REDIS_URL`` (channel layer), ``CELERY_BROKER_URL`` and, for
+several hosts, ``FILES_BUCKET`` (the chats' files in S3; ``FILES_ENDPOINT_URL``
+and ``FILES_REGION`` for an S3-compatible server; credentials from boto3's chain).
 """
 
 from pathlib import Path
@@ -108,11 +110,32 @@ STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 MEDIA_ROOT = env.path("MEDIA_ROOT", default=BASE_DIR / "media")  # uploads: git-ignored, outside the app's package
 
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+FILES_BUCKET = env.str("FILES_BUCKET", default="")
+if FILES_BUCKET:
+    # Several hosts: the chats' files in S3 or an S3-compatible server (the s3 extra), read by every process.
+    STORAGES["agent_files"] = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": FILES_BUCKET,
+            "endpoint_url": env.str("FILES_ENDPOINT_URL", default="") or None,
+            "region_name": env.str("FILES_REGION", default="") or None,
+            "max_memory_size": 2 * 1024 * 1024,
+        },
+    }
+elif not REDIS_URL:
+    SILENCED_SYSTEM_CHECKS = ["agent.W007"]  # one process, one machine: a folder is all the files need
+
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env.bool("SECURE_COOKIES", default=False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 
 AGENT = {"SESSION_WRITE_MODULES": ["notes"], "LOGOUT_URL": "logout"}
+if FILES_BUCKET:
+    AGENT["ATTACHMENT_STORAGE"] = "agent_files"
 
 LOGGING = {
     "version": 1,
