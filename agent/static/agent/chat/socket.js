@@ -22,10 +22,6 @@ const RETRY_SOCKET_MS = 30000; // while on the event stream, the websocket is tr
 
 const link = { failures: 0, fallback: false, retry: null };
 
-export function onEventStream() {
-  return link.fallback;
-}
-
 export function connect() {
   if (state.signedOut) {
     return;
