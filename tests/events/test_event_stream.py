@@ -241,6 +241,7 @@ async def test_a_logout_ends_the_stream_at_once(session: tuple[Client, SessionRe
     await stream.event()
     await sync_to_async(client.logout)()
     assert await stream.rest(timeout=2) == ['data: {"type": "error", "error": "session_gone"}']
+    assert members(events.topic(chat.pk)) == set()  # a stream the server ends leaves its groups too
 
 
 async def test_an_idle_stream_checks_its_session_again(
