@@ -33,7 +33,7 @@ from . import conversations, events
 from .access import Scope, SessionRef, is_impersonated, language_for
 from .conf import agent_settings
 from .delivery import SCOPE_FRESH_S, SharedReads, run_detached, same_draft
-from .errors import NotFound, Refusal
+from .errors import NotFound, Refusal, SessionGone
 from .rendering import page_view
 from .views import page_language, refusal_response
 
@@ -52,9 +52,6 @@ async def stream(request: HttpRequest) -> HttpResponse:
     A refusal comes before the stream, as the JSON the other views answer
     with; ``Last-Event-ID`` (a browser reconnecting) wins over ``after``.
     """
-    user = await request.auser()
-    if not user.is_authenticated:
-        return JsonResponse({"error": "session_gone"}, status=401)
     conversation_id = request.GET.get("conversation")
     after = request.headers.get("Last-Event-ID") or request.GET.get("after") or None
     layer = get_channel_layer()
@@ -74,7 +71,13 @@ async def stream(request: HttpRequest) -> HttpResponse:
 
 
 def _open(request: HttpRequest, conversation_id: Any, after: Any, channel: str) -> dict[str, Any]:
-    """Join the chat's group through its checked door and read what the page lacks; refusals raise."""
+    """Join the chat's group through its checked door and read what the page lacks; refusals raise.
+
+    Everything this request reads from the database is read here, in one
+    call that gives its connection back, not held for the stream's life.
+    """
+    if not request.user.is_authenticated:
+        raise SessionGone
     ref = SessionRef.from_request(request)
     impersonated = is_impersonated(request)
     language = page_language(request)

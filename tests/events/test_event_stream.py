@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import redis
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings as django_settings
 from django.contrib.sessions.models import Session
@@ -70,14 +70,14 @@ async def test_an_impersonated_session_is_refused(session: tuple[Client, Session
         store["hijack_history"] = ["1"]
         store.save()
 
-    await sync_to_async(impersonate)()
+    await database_sync_to_async(impersonate)()
     stream = await opened(client, conversation=chat.pk)
     assert (stream.status, await stream.body_json()) == (401, {"error": "impersonated"})
 
 
 async def test_a_session_whose_row_is_gone_is_refused(session: tuple[Client, SessionRef], chat: Conversation) -> None:
     client, ref = session
-    await sync_to_async(Session.objects.filter(session_key=ref.session_key).delete)()
+    await database_sync_to_async(Session.objects.filter(session_key=ref.session_key).delete)()
     stream = await opened(client, conversation=chat.pk)
     assert stream.status == 401 and (await stream.body_json())["error"] == "session_gone"
 
@@ -88,8 +88,8 @@ async def test_a_session_whose_row_is_gone_is_refused(session: tuple[Client, Ses
 async def test_the_stream_opens_with_the_latest_messages_and_is_not_buffered(
     session: tuple[Client, SessionRef], chat: Conversation
 ) -> None:
-    first = await sync_to_async(append)(chat, "one", Message.Role.USER)
-    last = await sync_to_async(append)(chat, "two")
+    first = await database_sync_to_async(append)(chat, "one", Message.Role.USER)
+    last = await database_sync_to_async(append)(chat, "two")
     stream = await opened(session[0], conversation=chat.pk)
     assert stream.status == 200
     assert stream.headers["content-type"] == "text/event-stream"
@@ -102,8 +102,8 @@ async def test_the_stream_opens_with_the_latest_messages_and_is_not_buffered(
 
 
 async def test_after_sends_only_the_newer_messages(session: tuple[Client, SessionRef], chat: Conversation) -> None:
-    first = await sync_to_async(append)(chat, "one", Message.Role.USER)
-    await sync_to_async(append)(chat, "two")
+    first = await database_sync_to_async(append)(chat, "one", Message.Role.USER)
+    await database_sync_to_async(append)(chat, "two")
     stream = await opened(session[0], conversation=chat.pk, after=first.pk)
     _event_id, frame = await stream.event()
     assert [m["content"] for m in frame["messages"]] == ["two"]
@@ -113,9 +113,9 @@ async def test_after_sends_only_the_newer_messages(session: tuple[Client, Sessio
 async def test_last_event_id_of_a_reconnecting_browser_wins_over_after(
     session: tuple[Client, SessionRef], chat: Conversation
 ) -> None:
-    first = await sync_to_async(append)(chat, "one", Message.Role.USER)
-    second = await sync_to_async(append)(chat, "two")
-    await sync_to_async(append)(chat, "three")
+    first = await database_sync_to_async(append)(chat, "one", Message.Role.USER)
+    second = await database_sync_to_async(append)(chat, "two")
+    await database_sync_to_async(append)(chat, "three")
     stream = await opened(session[0], headers={"Last-Event-ID": str(second.pk)}, conversation=chat.pk, after=first.pk)
     _event_id, frame = await stream.event()
     assert [m["content"] for m in frame["messages"]] == ["three"]
@@ -128,9 +128,11 @@ async def test_a_new_message_comes_as_the_websockets_frame_with_its_id(
     client, ref = session
     stream = await opened(client, conversation=chat.pk)
     assert (await stream.event())[1]["messages"] == []
-    message = await sync_to_async(conversations.add_message)(ref, chat.pk, {"content": "new"}, impersonated=False)
+    message = await database_sync_to_async(conversations.add_message)(
+        ref, chat.pk, {"content": "new"}, impersonated=False
+    )
     event_id, frame = await stream.event()
-    view = await sync_to_async(conversations.get_message)(ref, chat.pk, message.pk, impersonated=False)
+    view = await database_sync_to_async(conversations.get_message)(ref, chat.pk, message.pk, impersonated=False)
     assert (event_id, frame) == (str(message.pk), {"type": "message", "message": view})
     await stream.close()
 
@@ -141,7 +143,7 @@ async def test_a_message_the_first_frame_held_is_not_sent_again(
     stream = await opened(session[0], conversation=chat.pk)
     await stream.event()
     # given: an event for a message stored before the stream opened comes late
-    old = await sync_to_async(append)(chat, "old")
+    old = await database_sync_to_async(append)(chat, "old")
     assert (await stream.event())[1]["message"]["id"] == str(old.pk)
     await get_channel_layer().group_send(
         events.topic(chat.pk), {"type": events.MESSAGE_ADDED, "conversation": str(chat.pk), "message": str(old.pk)}
@@ -177,7 +179,7 @@ async def test_a_deleted_chat_is_reported_gone_and_the_stream_ends(
     client, ref = session
     stream = await opened(client, conversation=chat.pk)
     await stream.event()
-    await sync_to_async(conversations.delete_conversation)(ref, chat.pk, impersonated=False)
+    await database_sync_to_async(conversations.delete_conversation)(ref, chat.pk, impersonated=False)
     assert (await stream.event())[1] == {"type": "conversation_gone", "conversation": str(chat.pk)}
     assert await stream.rest() == []
 
@@ -192,12 +194,12 @@ async def test_a_missing_message_event_tells_the_page_to_resync(
     store = redis.Redis.from_url(REDIS_URL)
     (channel,) = store.zrange(group, 0, -1)
     store.zrem(group, channel)
-    await sync_to_async(append)(chat, "lost on the way")
+    await database_sync_to_async(append)(chat, "lost on the way")
     await asyncio.sleep(0.2)
     store.zadd(group, {channel: time.time()})
     store.close()
     # when
-    await sync_to_async(append)(chat, "the next one")
+    await database_sync_to_async(append)(chat, "the next one")
     # then: the page is told to open the stream again from the last message it has; nothing after the hole
     assert (await stream.event())[1] == {"type": "ready", "resync": str(chat.pk)}
     assert await stream.rest() == []
@@ -226,8 +228,8 @@ async def test_a_logged_out_session_gets_an_error_frame_and_nothing_else(
     # given: every check so far is older than the freshness the stream needs before content
     await asyncio.sleep(SCOPE_FRESH_S + 0.1)
     # when: the session row goes without a signal, and content follows
-    await sync_to_async(Session.objects.filter(session_key=ref.session_key).delete)()
-    await sync_to_async(append)(chat, "secret answer")
+    await database_sync_to_async(Session.objects.filter(session_key=ref.session_key).delete)()
+    await database_sync_to_async(append)(chat, "secret answer")
     delta = {"type": events.ANSWER_DELTA, "conversation": str(chat.pk), "turn": "t", "round": 1, "text": "secret"}
     await get_channel_layer().group_send(events.topic(chat.pk), delta)
     # then
@@ -239,7 +241,7 @@ async def test_a_logout_ends_the_stream_at_once(session: tuple[Client, SessionRe
     client, _ref = session
     stream = await opened(client, conversation=chat.pk)
     await stream.event()
-    await sync_to_async(client.logout)()
+    await database_sync_to_async(client.logout)()
     assert await stream.rest(timeout=2) == ['data: {"type": "error", "error": "session_gone"}']
     assert members(events.topic(chat.pk)) == set()  # a stream the server ends leaves its groups too
 
@@ -251,7 +253,7 @@ async def test_an_idle_stream_checks_its_session_again(
     client, ref = session
     stream = await opened(client, conversation=chat.pk)
     await stream.event()
-    await sync_to_async(Session.objects.filter(session_key=ref.session_key).delete)()
+    await database_sync_to_async(Session.objects.filter(session_key=ref.session_key).delete)()
     assert await stream.rest(timeout=4) == ['data: {"type": "error", "error": "session_gone"}']
 
 
@@ -259,8 +261,8 @@ async def test_an_idle_stream_checks_its_session_again(
 
 
 async def test_a_client_that_goes_away_leaves_every_group_and_its_channel(make_user: Any) -> None:
-    client, ref = await sync_to_async(login)(await sync_to_async(make_user)())
-    chat = await sync_to_async(conversations.create_conversation)(ref, {}, impersonated=False)
+    client, ref = await database_sync_to_async(login)(await database_sync_to_async(make_user)())
+    chat = await database_sync_to_async(conversations.create_conversation)(ref, {}, impersonated=False)
     groups = [events.topic(chat.pk), ref.group, events.user_group(ref.user_id)]
     stream = await opened(client, conversation=chat.pk)
     await stream.event()
@@ -270,6 +272,6 @@ async def test_a_client_that_goes_away_leaves_every_group_and_its_channel(make_u
     await stream.close()
     # then: no group holds the channel, and an event sent after leaves nothing buffered in the process
     assert all(channel not in members(group) for group in [*groups, events.SITE_GROUP])
-    await sync_to_async(append)(chat, "after it left")
+    await database_sync_to_async(append)(chat, "after it left")
     await asyncio.sleep(0.3)
     assert channel.decode() not in get_channel_layer().receive_buffer
