@@ -117,3 +117,20 @@ def test_the_page_returns_to_the_websocket_when_it_gets_through_again(
     expect(tab.locator(".msg-user .bubble")).to_have_text(["first", "second"])
     shown_once(tab, "First, over HTTP.")
     assert Message.objects.filter(role="assistant").count() == 2
+
+
+def test_a_websocket_that_opens_but_never_says_ready_counts_as_blocked_after_five_seconds(
+    browser_context, tab, user, endpoint, model_server
+):
+    # given: a proxy that takes the upgrade and then passes nothing on
+    held: list[Any] = []
+    browser_context.route_web_socket(re.compile(r"/ws/agent/"), lambda ws: held.append(ws))
+    model_server.push(answer("Answered all the same."))
+    sign_in(tab, user)
+
+    # when
+    send(tab, "hello")
+
+    # then: the page stops waiting for the socket and reads the answer from the event stream
+    expect(tab.locator(".msg-assistant .bubble")).to_have_text(["Answered all the same."], timeout=20_000)
+    assert len(held) == 1  # one try, given up on, not retried at once
