@@ -75,6 +75,7 @@ class AgentConf:
     WS_FRAMES_PER_10S = _Setting[int](40)
     SOCKET_RECHECK_S = _Setting[int](30)  # an open socket checks its session again at least this often
     SOCKET_BACKLOG = _Setting[int](100)  # events waiting for one socket; past that it resyncs
+    EVENTS_KEEPALIVE_S = _Setting[int](15)  # an event stream over HTTP sends a comment line this often
     STREAM_INTERVAL_MS = _Setting[int](100)  # at most one draft of a streamed answer per chat this often
     RETENTION_DAYS = _Setting["int | None"](None)
     PURGE_DELETED_DAYS = _Setting[int](30)

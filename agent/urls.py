@@ -1,6 +1,6 @@
 from django.urls import include, path
 
-from . import panel, views
+from . import event_stream, panel, views
 
 app_name = "agent"
 
@@ -9,6 +9,7 @@ urlpatterns = [
     path("c/<uuid:conversation_id>/", views.chat, name="chat_open"),
     path("jsi18n/", views.javascript_catalog, name="jsi18n"),
     path("language/", views.language, name="language"),
+    path("api/events/", event_stream.stream, name="events"),
     path("api/conversations/", views.conversation_list, name="conversation_list"),
     path("api/conversations/new/", views.conversation_create, name="conversation_create"),
     path("api/conversations/<str:conversation_id>/", views.conversation_detail, name="conversation_detail"),

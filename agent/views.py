@@ -211,6 +211,7 @@ def _page_urls() -> dict[str, str]:
         "list": reverse("agent:conversation_list"),
         "create": reverse("agent:conversation_create"),
         "chat": reverse("agent:chat"),
+        "events": reverse("agent:events"),
     }
 
 

@@ -18,9 +18,9 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from agent import consumers, conversations, events
+from agent import conversations, delivery, events
 from agent.access import SessionRef
-from agent.consumers import SCOPE_FRESH_S
+from agent.delivery import SCOPE_FRESH_S
 from agent.models import Conversation, Message
 from tests.conftest import login
 from tests.events.sockets import close_code, opened, subscribed
@@ -66,7 +66,7 @@ async def test_ten_tabs_of_one_session_cost_one_check_and_one_read_per_message(
     for tab in tabs:
         await subscribed(tab, chat)
     await stale_checks()
-    checks = Calls(monkeypatch, consumers, "authorize_session")
+    checks = Calls(monkeypatch, delivery, "authorize_session")
     reads = Calls(monkeypatch, conversations, "message_view")
     message = await sync_to_async(append)(chat, "to every tab")
     frames = [await tab.receive_json_from(timeout=5) for tab in tabs]
@@ -84,7 +84,7 @@ async def test_two_sessions_of_one_user_each_check_their_own_session_and_share_t
     for tab in tabs:
         await subscribed(tab, chat)
     await stale_checks()
-    checks = Calls(monkeypatch, consumers, "authorize_session")
+    checks = Calls(monkeypatch, delivery, "authorize_session")
     reads = Calls(monkeypatch, conversations, "message_view")
     await sync_to_async(append)(chat, "to both sessions")
     for tab in tabs:
@@ -100,7 +100,7 @@ async def test_a_check_younger_than_a_second_serves_the_next_message_too(
     tab = await opened(session[0])
     await subscribed(tab, chat)
     await stale_checks()
-    checks = Calls(monkeypatch, consumers, "authorize_session")
+    checks = Calls(monkeypatch, delivery, "authorize_session")
     for content in ("one", "two"):
         await sync_to_async(append)(chat, content)
         assert (await tab.receive_json_from(timeout=5))["message"]["content"] == content
@@ -239,8 +239,8 @@ async def test_reads_that_wait_for_the_database_thread_go_to_it_in_one_call(
         chats.append(chat)
     await stale_checks()
     batches: list[int] = []
-    each = consumers._each
-    monkeypatch.setattr(consumers, "_each", lambda works: batches.append(len(works)) or each(works))
+    each = delivery._each
+    monkeypatch.setattr(delivery, "_each", lambda works: batches.append(len(works)) or each(works))
     # given: the database thread is busy while a message comes to each of three users' chats
     database_busy = asyncio.ensure_future(sync_to_async(time.sleep)(1))
 

@@ -1,13 +1,26 @@
-/* The websocket: connect with jittered backoff, request/answer frames by ref, events to the page.
+/* The page's live transport: the websocket, or the event stream over HTTP where no websocket gets through.
+ *
+ * The websocket is tried first, with jittered backoff. When it cannot open (two tries failed, or none
+ * open within five seconds, as behind a proxy that blocks websockets) the open chat's events come over
+ * the event stream instead (eventstream.js), and the websocket is tried again in the background; once
+ * it is ready the page goes back to it. Each switch subscribes again from the last message shown, so
+ * nothing is lost or shown twice. Writes go over HTTP either way.
  *
  * An ES module of the chat page (no build step, strict CSP: no inline script or style).
  */
 
 import { CLOSE_SESSION_ENDED, refusalText, root, SESSION_CODES, setConnection, showBanner, state } from "./page.js";
 import { ApiError } from "./api.js";
-import { chatGone, putChat, showHeader, subscribe } from "./chats.js";
+import { chatGone, putChat, refreshDetail, showHeader, subscribe } from "./chats.js";
 import { addMessages, dropDraft, showDraft } from "./messages.js";
 import { applyTurn, signedOut } from "./composer.js";
+import { closeEvents, eventsChat, openEvents } from "./eventstream.js";
+
+const OPEN_WITHIN_MS = 5000; // a websocket not open by then counts as blocked
+const FAILED_TRIES = 2; // so do this many tries in a row that closed before they opened
+const RETRY_SOCKET_MS = 30000; // while on the event stream, the websocket is tried again this often
+
+const link = { failures: 0, fallback: false, retry: null };
 
 export function connect() {
   if (state.signedOut) {
@@ -15,7 +28,17 @@ export function connect() {
   }
   const scheme = location.protocol === "https:" ? "wss://" : "ws://";
   const socket = new WebSocket(scheme + location.host + root.dataset.websocketPath);
-  state.socket = socket;
+  const trial = link.fallback; // tried in the background while the event stream serves the page
+  let opened = false;
+  if (!trial) {
+    state.socket = socket;
+  }
+  const giveUp = window.setTimeout(() => {
+    if (!trial && socket === state.socket && !opened) {
+      fallBack();
+    }
+    socket.close();
+  }, OPEN_WITHIN_MS);
   socket.addEventListener("message", (event) => {
     let frame;
     try {
@@ -23,12 +46,26 @@ export function connect() {
     } catch (error) {
       return;
     }
+    if (frame.type === "ready" && !opened) {
+      // Open means the server said ready: a proxy may accept the upgrade and then pass nothing on.
+      opened = true;
+      window.clearTimeout(giveUp);
+      if (!trial) {
+        link.failures = 0;
+      } else if (link.fallback && !state.signedOut) {
+        backToSocket(socket);
+      }
+    }
     if (socket === state.socket) {
       onFrame(frame);
     }
   });
   socket.addEventListener("close", (event) => {
+    window.clearTimeout(giveUp);
     if (socket !== state.socket) {
+      if (trial && link.fallback) {
+        tryAgainLater();
+      }
       return;
     }
     state.socket = null;
@@ -39,11 +76,46 @@ export function connect() {
       signedOut("session_gone");
       return;
     }
-    if (!state.signedOut) {
-      setConnection(gettext("Connection lost. Reconnecting…"));
-      reconnectLater();
+    if (state.signedOut) {
+      return;
     }
+    link.failures = opened ? 0 : link.failures + 1;
+    if (link.failures >= FAILED_TRIES) {
+      fallBack();
+      return;
+    }
+    setConnection(gettext("Connection lost. Reconnecting…"));
+    reconnectLater();
   });
+}
+
+function fallBack() {
+  // The websocket is blocked: the open chat's events come over HTTP, and the socket is tried again later.
+  link.fallback = true;
+  state.socket = null;
+  state.ready = true;
+  state.attempts = 0;
+  setConnection("");
+  tryAgainLater();
+  if (state.current) {
+    subscribe(state.current);
+  }
+}
+
+function backToSocket(socket) {
+  // The page reads what it missed from the websocket's subscribe (from the last message shown), so the
+  // stream can close first: nothing between the two is lost, and what both bring is shown once.
+  link.fallback = false;
+  link.failures = 0;
+  window.clearTimeout(link.retry);
+  closeEvents();
+  state.socket = socket;
+  state.ready = false;
+}
+
+function tryAgainLater() {
+  window.clearTimeout(link.retry);
+  link.retry = window.setTimeout(connect, RETRY_SOCKET_MS);
 }
 
 function reconnectLater() {
@@ -54,6 +126,12 @@ function reconnectLater() {
 }
 
 export function sendFrame(frame) {
+  if (link.fallback) {
+    if (frame.type === "unsubscribe" && eventsChat() === frame.conversation) {
+      closeEvents();
+    }
+    return frame.type === "unsubscribe";
+  }
   if (state.socket && state.ready) {
     state.socket.send(JSON.stringify(frame));
     return true;
@@ -62,6 +140,12 @@ export function sendFrame(frame) {
 }
 
 export function request(frame) {
+  if (link.fallback) {
+    if (frame.type === "subscribe") {
+      return openEvents(frame.conversation, frame.after, onStreamFrame, onStreamLost);
+    }
+    return Promise.reject(new ApiError("network"));
+  }
   const ref = String(state.nextRef++);
   return new Promise((resolve, reject) => {
     if (!sendFrame(Object.assign({ ref: ref }, frame))) {
@@ -70,6 +154,37 @@ export function request(frame) {
     }
     state.pending.set(ref, { resolve: resolve, reject: reject });
   });
+}
+
+function onStreamFrame(frame) {
+  if (!link.fallback) {
+    return;
+  }
+  if (frame.type === "subscribed") {
+    // The browser opened the stream again on its own and resumed after the last message it had.
+    if (frame.conversation === state.current) {
+      addMessages(frame.messages);
+      refreshDetail();
+    }
+    return;
+  }
+  onFrame(frame);
+}
+
+function onStreamLost(chat, error) {
+  // The stream closed for good outside a subscribe: a refusal, or a network that came and went.
+  if (!link.fallback || chat !== state.current || state.signedOut) {
+    return;
+  }
+  if (error.code === "not_found") {
+    chatGone(chat);
+  } else if (error.code === "network" || error.code === "server") {
+    window.setTimeout(() => {
+      if (link.fallback && chat === state.current && !eventsChat()) {
+        subscribe(chat);
+      }
+    }, 2000 + Math.random() * 3000);
+  }
 }
 
 function onFrame(frame) {
