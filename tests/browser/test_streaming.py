@@ -36,7 +36,7 @@ def see_a_partial_draft(page: Page) -> str:
     draft = draft_bubble(page)
     expect(draft).to_have_text(re.compile(r"^Here bold word01"))
     expect(draft.locator("strong")).to_have_text("bold")
-    return draft.text_content() or ""
+    return (draft.text_content() or "").strip()
 
 
 def assert_answered_once(page: Page) -> None:
@@ -59,7 +59,7 @@ def test_the_draft_grows_before_the_answer_is_stored_and_the_answer_replaces_it(
     assert not stored_answers()
     assert SHOWN_ANSWER.startswith(shown) and len(shown) < len(SHOWN_ANSWER)
     expect(draft_bubble(tab)).not_to_have_text(shown)  # it keeps growing
-    grown = draft_bubble(tab).text_content() or ""
+    grown = (draft_bubble(tab).text_content() or "").strip()
     assert SHOWN_ANSWER.startswith(grown) and len(grown) > len(shown)
 
     assert_answered_once(tab)

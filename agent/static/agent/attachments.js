@@ -100,9 +100,8 @@ function thumbnail(url, name) {
   const button = element("button", "agent-file-open");
   button.type = "button";
   button.title = _("Show the picture");
-  button.setAttribute("aria-label", `${_("Show the picture")}: ${name}`);
   const thumb = element("img", "agent-file-thumb");
-  thumb.alt = "";
+  thumb.alt = name;
   thumb.loading = "lazy";
   thumb.src = url;
   button.append(thumb);
