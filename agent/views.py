@@ -149,7 +149,6 @@ def accepted_extensions() -> list[str]:
     return [ending for ending, content_type in BY_EXTENSION.items() if content_type in accepted]
 
 
-
 def login_link(next_path: str) -> str:
     """``LOGIN_URL`` (a URL name or a URL) with ``next``, as ``redirect_to_login`` builds it."""
     scheme, netloc, path, query, fragment = urlsplit(resolve_url(settings.LOGIN_URL))

@@ -142,7 +142,10 @@ def test_a_file_over_the_size_limit_or_of_another_type_is_refused_before_it_uplo
     chat = ConversationFactory(user=user, title="Files")
     sign_in(tab, user, path=f"/assistant/c/{chat.pk}/")
     uploads: list[str] = []
-    tab.on("request", lambda request: "/attachments/" in request.url and request.method == "POST" and uploads.append(request.url))
+    tab.on(
+        "request",
+        lambda request: "/attachments/" in request.url and request.method == "POST" and uploads.append(request.url),
+    )
 
     tab.locator("#composer input[type=file]").set_input_files(
         files=[
