@@ -71,6 +71,8 @@ def test_on_a_phone_the_top_bar_is_one_row_and_the_messages_get_the_room(phone, 
     expect(phone.locator("#topbar-menu a", has_text="My assistant")).to_be_visible()
     expect(phone.locator("#toggle-menu")).to_have_attribute("aria-expanded", "true")
     expect(phone.locator("#show-shortcuts")).to_be_hidden()  # no keyboard, no shortcuts
+    phone.locator("#messages").tap()
+    expect(phone.locator("#topbar-menu")).to_be_hidden()
 
 
 def test_on_a_touch_keyboard_enter_starts_a_new_line_and_send_sends(phone, user, endpoint, model_server):

@@ -197,8 +197,9 @@ export function chatSwitched() {
 
 function sendQueued() {
   const queued = state.queued;
-  if (!queued || queued.chat !== state.current || state.turn || state.sending || state.signedOut) {
-    return;
+  const waiting = state.turn || state.sending || state.outboxes.has(state.current);
+  if (!queued || queued.chat !== state.current || waiting || state.signedOut) {
+    return; // it goes once the chat is free: no turn, and the last message stored
   }
   state.queued = null;
   showQueued();
@@ -219,6 +220,7 @@ export function updateComposer() {
   ui.newChat.disabled = off;
   ui.actions.hidden = !state.current || off;
   showMessageActions();
+  sendQueued();
 }
 
 const RETRYABLE = new Set(["model_failed", "max_rounds", "stopped", "deadline", "interrupted"]);
@@ -268,9 +270,6 @@ export function setTurn(turnId) {
   updateComposer();
   if (wasBusy && !turnId && (document.activeElement === document.body || document.activeElement === ui.stop)) {
     ui.text.focus();
-  }
-  if (!turnId) {
-    sendQueued();
   }
 }
 

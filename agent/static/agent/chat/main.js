@@ -84,10 +84,23 @@ state.files = mountAttachments({
             extensions: (root.dataset.acceptedExtensions || "").split(",").filter(Boolean) },
 });
 
+// On a phone the top bar's links and settings are in a menu; Escape or a click elsewhere closes it.
 ui.toggleMenu = document.getElementById("toggle-menu");
-ui.toggleMenu.addEventListener("click", () => {
-  const open = document.body.classList.toggle("menu-open");
+function showMenu(open) {
+  document.body.classList.toggle("menu-open", open);
   ui.toggleMenu.setAttribute("aria-expanded", String(open));
+}
+ui.toggleMenu.addEventListener("click", () => showMenu(!document.body.classList.contains("menu-open")));
+document.addEventListener("click", (event) => {
+  if (document.body.classList.contains("menu-open") && !event.target.closest(".topbar")) {
+    showMenu(false);
+  }
+});
+document.addEventListener("keydown", (event) => {
+  if (event.key === "Escape" && document.body.classList.contains("menu-open")) {
+    showMenu(false);
+    ui.toggleMenu.focus();
+  }
 });
 
 window.setInterval(refreshTimes, 60000);
