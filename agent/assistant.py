@@ -102,7 +102,10 @@ def _view(user: Any, own: UserSettings | None) -> dict[str, Any]:
     pickable = list(site.selectable_endpoints.filter(enabled=True).order_by("name"))
     standings = limits.usage(user, only=SHOWN_LIMITS)
     return {
-        "models": {kind: choice_view(choice) for kind, choice in choices.items()},
+        "models": {
+            "chat": choice_view(choices["chat"]),
+            "pictures": choice_view(choices["pictures"], chat=choices["chat"], site=site),
+        },
         "picker": {
             "offered": bool(pickable),
             "endpoints": [endpoint_view(e) for e in pickable],
@@ -135,18 +138,24 @@ def endpoint_view(endpoint: Endpoint) -> dict[str, Any]:
     }
 
 
-def choice_view(choice: endpoints.Choice) -> dict[str, Any]:
-    """A model in effect, where it comes from and, for a fallback, why (with a phrase to show)."""
+def choice_view(
+    choice: endpoints.Choice, *, chat: endpoints.Choice | None = None, site: AgentSettings | None = None
+) -> dict[str, Any]:
+    """A model in effect, where it comes from and, for a fallback, why (with a phrase to show).
+
+    For the pictures' model give ``chat`` (the chats' choice) and ``site``: pictures may go to the
+    site's picture model, the user's own, or wherever chats go, and the phrase says which.
+    """
     return {
         "endpoint": endpoint_view(choice.endpoint) if choice.endpoint is not None else None,
         "source": choice.source,
         "reason": choice.reason,
-        "explanation": source_text(choice),
+        "explanation": source_text(choice) if chat is None else picture_source_text(choice, chat, site),
     }
 
 
 def source_text(choice: endpoints.Choice) -> str:
-    """Where a model in effect comes from, in the active language."""
+    """Where the chats' model in effect comes from, in the active language."""
     if choice.source == endpoints.PERSONAL:
         return _("Your own model.")
     if choice.source == endpoints.DEFAULT:
@@ -157,6 +166,30 @@ def source_text(choice: endpoints.Choice) -> str:
         endpoints.GONE: _("The site's default model: your own model was removed."),
     }
     return reasons.get(choice.reason, _("The site's default model."))
+
+
+def picture_source_text(choice: endpoints.Choice, chat: endpoints.Choice, site: AgentSettings | None) -> str:
+    """Where the pictures' model in effect comes from: named by whose model it is, not by the rule that chose it."""
+    if choice == chat:
+        return source_text(chat)  # no model for pictures anywhere: pictures go where chats go, for the same reason
+    site_pictures = site.picture_endpoint if site is not None else None
+    if choice.source == endpoints.PERSONAL:
+        return _("Your own model for pictures.")
+    if choice.endpoint is not None and site_pictures is not None and choice.endpoint.pk == site_pictures.pk:
+        origin = _("The site's model for pictures")
+    elif chat.source == endpoints.PERSONAL and choice.endpoint == chat.endpoint:
+        origin = _("Your own model for chats")
+    else:
+        origin = _("The site's default model")
+    if choice.source == endpoints.DEFAULT:
+        return _("%(origin)s.") % {"origin": origin}
+    reasons = {
+        endpoints.DISABLED: _("your own model for pictures is switched off"),
+        endpoints.NOT_ALLOWED: _("your own model for pictures may no longer be picked"),
+        endpoints.GONE: _("your own model for pictures was removed"),
+    }
+    reason = reasons.get(choice.reason, "")
+    return _("%(origin)s: %(reason)s.") % {"origin": origin, "reason": reason} if reason else f"{origin}."
 
 
 def _picked(own: UserSettings | None, field: str) -> int | None:

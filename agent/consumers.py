@@ -39,7 +39,7 @@ from .ai import limits
 from .conf import agent_settings
 from .delivery import SCOPE_FRESH_S, SharedReads, run_detached, same_draft
 from .errors import SESSION_REFUSALS, NotFound, Refusal
-from .rendering import page_view
+from .rendering import draft_html, page_view
 
 logger = logging.getLogger(__name__)
 
@@ -286,7 +286,8 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
         if conversation_id not in self.subscribed or conversation_id in self.resyncing:
             return
         if await self._allowed() and not self.ended:
-            await self.send_json({"type": "delta"} | {k: event[k] for k in ("conversation", "turn", "round", "text")})
+            draft = {k: event[k] for k in ("conversation", "turn", "round", "text")}
+            await self.send_json({"type": "delta", **draft, "html": draft_html(event["text"])})
 
     async def agent_turn_changed(self, event: dict[str, Any]) -> None:
         if event["conversation"] in self.subscribed and await self._allowed():

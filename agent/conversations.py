@@ -442,7 +442,7 @@ def _store_sql(fenced: bool, link_turn: bool) -> str:
         f"WITH {fence}agent_chat AS (UPDATE {quote(chat.db_table)} SET"
         f" {quote('message_count')} = {quote('message_count')} + 1, {quote('last_message_at')} = %s,"
         f" {quote('updated_at')} = %s, {quote('title')} = CASE WHEN {quote('title')} = '' THEN %s"
-        f" ELSE {quote('title')} END WHERE {quote('id')} = %s AND {quote('status')} <> %s"
+        f" ELSE {quote('title')} END, {_UNARCHIVE} WHERE {quote('id')} = %s AND {quote('status')} <> %s"
         f"{' AND EXISTS (SELECT 1 FROM agent_fence)' if fenced else ''}"
         f" RETURNING {quote('message_count')}), "
         f"agent_stored AS (INSERT INTO {quote(Message._meta.db_table)} ({', '.join(columns)})"
@@ -451,14 +451,21 @@ def _store_sql(fenced: bool, link_turn: bool) -> str:
     )
 
 
+_UNARCHIVE = (
+    f"status = CASE WHEN status = '{Conversation.Status.ARCHIVED.value}'"
+    f" THEN '{Conversation.Status.ACTIVE.value}' ELSE status END"
+)
+"""A chat that gets a new message is in use again: it comes back to the active list."""
+
+
 def _advance_chat(conversation_id: Any, now: datetime, title: str) -> int:
     """Count the new message on a live chat and return its ``seq``: one UPDATE ... RETURNING."""
     meta = Conversation._meta
     quote = connection.ops.quote_name
     sql = (
         f"UPDATE {quote(meta.db_table)} SET message_count = message_count + 1, "
-        "last_message_at = %s, updated_at = %s, title = CASE WHEN title = '' THEN %s ELSE title END "
-        "WHERE id = %s AND status <> %s RETURNING message_count"
+        "last_message_at = %s, updated_at = %s, title = CASE WHEN title = '' THEN %s ELSE title END, "
+        f"{_UNARCHIVE} WHERE id = %s AND status <> %s RETURNING message_count"
     )
     at = _prep(meta, "last_message_at", now)
     with connection.cursor() as cursor:

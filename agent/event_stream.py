@@ -34,7 +34,7 @@ from .access import Scope, SessionRef, is_impersonated, language_for
 from .conf import agent_settings
 from .delivery import SCOPE_FRESH_S, SharedReads, run_detached, same_draft
 from .errors import NotFound, Refusal, SessionGone
-from .rendering import page_view
+from .rendering import draft_html, page_view
 from .views import page_language, refusal_response
 
 logger = logging.getLogger(__name__)
@@ -249,9 +249,11 @@ class ChatStream:
         self.out.append(f"id: {view.view['id']}\ndata: {view.frame(self.language)}\n\n".encode())
 
     async def agent_answer_delta(self, event: dict[str, Any]) -> None:
-        """The answer so far, sent only under a scope checked within the last second."""
+        """The answer so far, sent only under a scope checked within the last second, formatted as
+        the socket formats it."""
         if event["conversation"] == self.conversation_id and await self._allowed():
-            self.out.append(sse({"type": "delta"} | {k: event[k] for k in ("conversation", "turn", "round", "text")}))
+            draft = {k: event[k] for k in ("conversation", "turn", "round", "text")}
+            self.out.append(sse({"type": "delta", **draft, "html": draft_html(event["text"])}))
 
     async def agent_turn_changed(self, event: dict[str, Any]) -> None:
         if event["conversation"] == self.conversation_id and await self._allowed():

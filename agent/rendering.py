@@ -9,6 +9,7 @@ inline styles, which the strict CSP would block).
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -87,6 +88,15 @@ _markdown = _build()
 def render_markdown(text: str) -> str:
     """Safe HTML for a model's answer."""
     return _markdown.render(text or "")
+
+
+@functools.lru_cache(maxsize=64)
+def draft_html(text: str) -> str:
+    """An answer's draft as the stored answer will look: the same safe rules.
+
+    Every open tab of a chat gets the same draft, so each text is rendered once per process.
+    """
+    return render_markdown(text)
 
 
 def page_view(view: dict[str, Any]) -> dict[str, Any]:

@@ -32,7 +32,9 @@ from django.views.i18n import JavaScriptCatalog
 
 from . import confirmations, conversations, errors, turns
 from .access import SessionRef, authorize_session, is_impersonated, language_for
-from .ai import limits
+from .ai import endpoints, limits
+from .assistant import choice_view
+from .attachments.detection import BY_EXTENSION
 from .conf import agent_settings
 from .models import UserSettings
 from .rendering import page_view
@@ -131,9 +133,20 @@ def chat(request: HttpRequest, conversation_id: Any = None) -> HttpResponse:
         "login_url": resolve_url(settings.LOGIN_URL),
         "logout_url": resolve_url(logout_url) if logout_url else "",
         "history_chars": agent_settings.HISTORY_CHARS,
+        "max_file_bytes": agent_settings.MAX_FILE_BYTES,
+        "max_files": agent_settings.MAX_FILES_PER_MESSAGE,
+        "accepted_extensions": accepted_extensions(),
     }
-    with translation.override(language_for(scope.user_settings, get_language())):
+    language = language_for(scope.user_settings, get_language())
+    with translation.override(language):
+        context["model"] = choice_view(endpoints.effective(request.user, user_settings=scope.user_settings))
         return render(request, "agent/chat.html", context)
+
+
+def accepted_extensions() -> list[str]:
+    """The file name endings the composer offers: those whose type the site accepts."""
+    accepted = set(agent_settings.ACCEPTED_TYPES)
+    return [ending for ending, content_type in BY_EXTENSION.items() if content_type in accepted]
 
 
 def login_link(next_path: str) -> str:

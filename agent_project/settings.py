@@ -102,6 +102,7 @@ LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en"
 LANGUAGES = [("en", "English"), ("ru", "Русский"), ("et", "Eesti")]
+LOCALE_PATHS = [BASE_DIR / "locale"]  # the demo site's own phrases (agent ships its own catalogues)
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class DemoConfig(AppConfig):
@@ -6,4 +7,4 @@ class DemoConfig(AppConfig):
 
     name = "agent_project.demo"
     label = "demo"
-    verbose_name = "Demo"
+    verbose_name = _("Demo")

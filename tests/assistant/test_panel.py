@@ -29,6 +29,34 @@ def allow(*endpoints: Endpoint) -> None:
     AgentSettings.current().selectable_endpoints.set(endpoints)
 
 
+def explanations(ref: SessionRef) -> tuple[str, str]:
+    models = assistant.panel(ref, impersonated=False)["models"]
+    return models["chat"]["explanation"], models["pictures"]["explanation"]
+
+
+def test_the_panel_names_whose_model_reads_pictures(ref: SessionRef, user: Any, endpoint: Endpoint) -> None:
+    # given the user's own model for chats, and no model for pictures anywhere: pictures go to it
+    mine = other("mine", supports_images=True)
+    UserSettings.objects.update_or_create(user=user, defaults={"endpoint": mine, "endpoint_set_by": "staff"})
+    assert explanations(ref) == ("Your own model.", "Your own model.")
+
+    # when the site has a model for pictures, pictures go there, and the panel says it is the site's
+    site_pictures = other("site pictures", supports_images=True)
+    AgentSettings.objects.filter(pk=AgentSettings.current().pk).update(picture_endpoint=site_pictures)
+    assert explanations(ref) == ("Your own model.", "The site's model for pictures.")
+
+    # a picture model of the user's own that is switched off falls back to the site's, saying why
+    own_pictures = other("own pictures", supports_images=True, enabled=False)
+    UserSettings.objects.filter(user=user).update(picture_endpoint=own_pictures, picture_endpoint_set_by="staff")
+    assert explanations(ref)[1] == "The site's model for pictures: your own model for pictures is switched off."
+
+    # with no site model for pictures, that fallback goes to the user's own chat model, and says so
+    AgentSettings.objects.filter(pk=AgentSettings.current().pk).update(picture_endpoint=None)
+    assert explanations(ref)[1] == "Your own model for chats: your own model for pictures is switched off."
+    Endpoint.objects.filter(pk=own_pictures.pk).update(enabled=True)
+    assert explanations(ref)[1] == "Your own model for pictures."
+
+
 def test_the_panel_shows_the_models_in_effect_and_where_they_come_from(ref: SessionRef, endpoint: Endpoint) -> None:
     data = assistant.panel(ref, impersonated=False)
     chat = data["models"]["chat"]

@@ -7,7 +7,7 @@ import re
 import uuid
 
 import pytest
-from playwright.sync_api import Locator, expect
+from playwright.sync_api import Locator, Page, expect
 
 from agent.models import Attachment
 from tests.attachments.conftest import pdf_bytes, picture_bytes
@@ -122,3 +122,114 @@ def test_a_file_past_the_stored_bytes_quota_says_so_on_its_chip(tab, user):
     chip = tab.locator("#composer-files .agent-file-chip")
     expect(chip).to_have_attribute("data-status", "failed")
     expect(chip.locator(".agent-file-status")).to_contain_text("does not fit: your files take 500.0")
+
+
+def pick(tab: Page, names: list[str]) -> None:
+    tab.locator("#composer input[type=file]").set_input_files(
+        files=[{"name": name, "mimeType": "text/plain", "buffer": name.encode() * 50} for name in names]
+    )
+
+
+def test_seven_files_keep_the_first_five_in_the_order_picked(tab, user, endpoint, model_server):
+    chat = ConversationFactory(user=user, title="Files")
+    model_server.push(answer("Five files."))
+    sign_in(tab, user, path=f"/assistant/c/{chat.pk}/")
+    names = [f"file-{n}.txt" for n in range(1, 8)]
+    pick(tab, names)
+
+    chips = tab.locator("#composer-files .agent-file-chip")
+    expect(chips.locator(".agent-file-name")).to_have_text(names)
+    for name in names[:5]:
+        expect(chips.filter(has_text=name)).to_have_attribute("data-status", "ready")
+    for name in names[5:]:
+        refused = chips.filter(has_text=name)
+        expect(refused).to_have_attribute("data-status", "failed")
+        expect(refused.locator(".agent-file-status")).to_have_text("Not attached: at most 5 files go with one message.")
+    assert list(Attachment.objects.order_by("created_at").values_list("name", flat=True)) == names[:5]
+
+    send(tab, "read them")
+    expect(tab.locator(".msg-assistant .bubble")).to_have_text("Five files.")
+    expect(tab.locator(".msg-user .agent-file-name")).to_have_text(names[:5])
+    expect(chips).to_have_count(0)  # the refused ones go too, once the message is sent
+    sent = json.dumps(model_server.requests[-1]["messages"][-1])
+    assert [sent.index(name) for name in names[:5]] == sorted(sent.index(name) for name in names[:5])
+
+
+def test_a_file_over_the_size_limit_or_of_another_type_is_refused_before_it_uploads(tab, user):
+    chat = ConversationFactory(user=user, title="Files")
+    sign_in(tab, user, path=f"/assistant/c/{chat.pk}/")
+    uploads: list[str] = []
+    tab.on(
+        "request",
+        lambda request: "/attachments/" in request.url and request.method == "POST" and uploads.append(request.url),
+    )
+
+    tab.locator("#composer input[type=file]").set_input_files(
+        files=[
+            {"name": "huge.txt", "mimeType": "text/plain", "buffer": b"a" * (21 * 1024 * 1024)},
+            {"name": "tool.exe", "mimeType": "application/octet-stream", "buffer": b"MZ"},
+        ],
+        timeout=30_000,  # 21 MB through the browser's protocol
+    )
+    chips = tab.locator("#composer-files .agent-file-chip")
+    expect(chips.filter(has_text="huge.txt").locator(".agent-file-status")).to_have_text(
+        "Larger than 20 MB, the limit for one file."
+    )
+    expect(chips.filter(has_text="tool.exe").locator(".agent-file-status")).to_contain_text(
+        "This kind of file cannot be attached. Accepted: .txt, .text, .md"
+    )
+    tab.wait_for_timeout(300)
+    assert uploads == [] and not Attachment.objects.exists()
+
+
+def test_files_dropped_anywhere_on_the_chat_show_an_overlay_and_attach(tab, user):
+    chat = ConversationFactory(user=user, title="Files")
+    sign_in(tab, user, path=f"/assistant/c/{chat.pk}/")
+    dropped = tab.evaluate_handle(
+        """() => {
+            const data = new DataTransfer();
+            data.items.add(new File(["eggs"], "eggs.txt", {type: "text/plain"}));
+            return data;
+        }"""
+    )
+    tab.locator("#messages").dispatch_event("dragenter", {"dataTransfer": dropped})
+    expect(tab.locator("#drop-overlay")).to_be_visible()
+    tab.locator("#messages").dispatch_event("drop", {"dataTransfer": dropped})
+    expect(tab.locator("#drop-overlay")).to_be_hidden()
+    expect(tab.locator("#composer-files .agent-file-chip")).to_have_attribute("data-status", "ready")
+
+
+def test_a_sent_picture_opens_large_and_sent_files_are_download_links(tab, user, endpoint, model_server):
+    endpoint.supports_images = True
+    endpoint.save()
+    chat = ConversationFactory(user=user, title="Pictures")
+    model_server.push(answer("A square and a note."))
+    sign_in(tab, user, path=f"/assistant/c/{chat.pk}/")
+    tab.locator("#composer input[type=file]").set_input_files(
+        files=[
+            {"name": "square.png", "mimeType": "image/png", "buffer": picture_bytes("PNG")},
+            {"name": "note.txt", "mimeType": "text/plain", "buffer": b"a note"},
+        ]
+    )
+    expect(tab.locator("#composer-files .agent-file-chip[data-status=ready]")).to_have_count(2)
+    send(tab, "look")
+    expect(tab.locator(".msg-assistant .bubble")).to_have_text("A square and a note.")
+
+    message = tab.locator(".msg-user")
+    links = message.locator("a.agent-file-name")
+    expect(links).to_have_text(["square.png", "note.txt"])
+    for name in ("square.png", "note.txt"):
+        stored = Attachment.objects.get(name=name)
+        expect(links.filter(has_text=name)).to_have_attribute("href", f"/assistant/api/attachments/{stored.pk}/file/")
+    with tab.expect_download() as download:
+        links.filter(has_text="note.txt").click()
+    assert download.value.suggested_filename == "note.txt"
+
+    message.locator(".agent-file-open").click()
+    dialog = tab.locator("#picture-dialog")
+    expect(dialog).to_be_visible()
+    expect(dialog.locator("img.picture-large")).to_have_attribute("alt", "square.png")
+    assert dialog.locator("img.picture-large").evaluate("(image) => image.complete && image.naturalWidth > 0")
+    tab.keyboard.press("Escape")
+    expect(dialog).to_be_hidden()
+    expect(message.locator(".agent-file-open")).to_be_focused()

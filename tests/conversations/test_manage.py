@@ -80,6 +80,19 @@ def test_an_archived_chat_can_still_be_written_to(ref: SessionRef, chat: Convers
     assert Conversation.objects.get(pk=chat.pk).message_count == 1
 
 
+def test_an_archived_chat_that_gets_a_message_comes_back_to_the_list(ref: SessionRef, chat: Conversation) -> None:
+    conversations.archive_conversation(ref, chat.pk, impersonated=False)
+    conversations.add_message(ref, chat.pk, {"content": "back again"}, impersonated=False)
+    assert Conversation.objects.get(pk=chat.pk).status == "active"
+    assert [c.pk for c in conversations.list_conversations(ref, impersonated=False).conversations] == [chat.pk]
+
+
+def test_a_message_stored_by_a_turn_brings_an_archived_chat_back(ref: SessionRef, chat: Conversation) -> None:
+    conversations.archive_conversation(ref, chat.pk, impersonated=False)
+    conversations.append_message(chat.pk, role=Message.Role.ASSISTANT, content="an answer")
+    assert Conversation.objects.get(pk=chat.pk).status == "active"
+
+
 def test_an_archived_chat_can_be_renamed_and_deleted(ref: SessionRef, chat: Conversation) -> None:
     conversations.archive_conversation(ref, chat.pk, impersonated=False)
     conversations.rename_conversation(ref, chat.pk, "Old stuff", impersonated=False)

@@ -43,7 +43,22 @@ async def test_a_subscribed_socket_gets_each_draft_as_a_delta_frame(
         "turn": TURN,
         "round": 1,
         "text": "Hello, wor",
+        "html": "<p>Hello, wor</p>\n",
     }
+    await ws.disconnect()
+
+
+async def test_a_draft_comes_rendered_by_the_rules_of_stored_answers(
+    no_idle_recheck: None, session: tuple[Client, SessionRef], chat: Any
+) -> None:
+    ws = await opened(session[0])
+    await subscribed(ws, chat)
+    await draft(chat, "- Ideas\n- *more* <b>raw</b> [x](javascript:alert(1)) ![i](https://example.com/a.png)")
+    html = (await ws.receive_json_from(timeout=5))["html"]
+    assert "<ul>" in html and "<li>Ideas</li>" in html and "<em>more</em>" in html
+    assert "&lt;b&gt;raw&lt;/b&gt;" in html
+    assert 'href="javascript' not in html
+    assert "<img" not in html
     await ws.disconnect()
 
 

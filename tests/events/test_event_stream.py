@@ -162,12 +162,19 @@ async def test_turn_changes_drafts_and_attachment_updates_come_as_the_websockets
     await layer.group_send(
         group, {"type": events.TURN_CHANGED, "conversation": chat_id, "turn": "t", "status": "running"}
     )
-    delta = {"type": events.ANSWER_DELTA, "conversation": chat_id, "turn": "t", "round": 1, "text": "Hel"}
+    delta = {"type": events.ANSWER_DELTA, "conversation": chat_id, "turn": "t", "round": 1, "text": "- *Hel*"}
     await layer.group_send(group, delta)
     await layer.group_send(group, {"type": events.ATTACHMENT_PROCESSED, "conversation": chat_id, "attachment": "a"})
     assert [(await stream.event())[1] for _ in range(3)] == [
         {"type": "turn", "conversation": chat_id, "turn": "t", "status": "running"},
-        {"type": "delta", "conversation": chat_id, "turn": "t", "round": 1, "text": "Hel"},
+        {
+            "type": "delta",
+            "conversation": chat_id,
+            "turn": "t",
+            "round": 1,
+            "text": "- *Hel*",
+            "html": "<ul>\n<li><em>Hel</em></li>\n</ul>\n",
+        },
         {"type": "attachment", "conversation": chat_id, "attachment": "a"},
     ]
     await stream.close()

@@ -7,7 +7,9 @@
  * Phrases go through gettext() from Django's JavaScriptCatalog, loaded first.
  *
  *   import { mountAttachments, renderFileChips } from "./attachments.js";
- *   const files = mountAttachments({ form, textarea, button, dropTarget, list, urls, csrfToken });
+ *   const files = mountAttachments({ form, textarea, button, dropTarget, overlay, list, urls, csrfToken, limits,
+ *                                    pictureDialog });
+ *   files.take([file]);             // attach files made on the page (a long paste as "pasted.txt")
  *   files.setConversation(id);      // when a chat opens (lists what waits in its composer)
  *   files.refresh();                // on the websocket's {"type": "attachment"} frame
  *   files.readyIds();               // the ids to send with the message (attachment_ids)
@@ -17,7 +19,10 @@
  * `urls` holds the page's URL patterns with PLACEHOLDER where an id goes:
  * `attachments` (GET list), `attachmentUpload` (POST), `attachmentRemove` (POST),
  * `attachmentFile` (GET, the owner's file). `openConversation`, if given, is awaited
- * when files are dropped or pasted with no chat open; it opens one (setConversation).
+ * when files are picked, dropped or pasted with no chat open; it opens one (setConversation).
+ * `limits` (the server's: `maxBytes`, `maxFiles`, `extensions`) refuse a file before its upload
+ * starts, naming the limit. Files upload one after another, so they stay in the order picked.
+ * `pictureDialog` (a <dialog> holding an <img>) shows a picture large when its thumbnail is clicked.
  */
 
 export const PLACEHOLDER = "00000000-0000-0000-0000-000000000000";
@@ -48,7 +53,8 @@ function withId(pattern, id) {
 
 function formatSize(bytes) {
   if (bytes >= 1024 * 1024) {
-    return `${(bytes / (1024 * 1024)).toFixed(1)} MB`;
+    const megabytes = bytes / (1024 * 1024);
+    return `${Number.isInteger(megabytes) ? megabytes : megabytes.toFixed(1)} MB`;
   }
   return `${Math.max(1, Math.round(bytes / 1024))} KB`;
 }
@@ -69,34 +75,103 @@ function csrfFromCookie() {
   return match ? decodeURIComponent(match[1]) : "";
 }
 
-/* Chips for the files of a sent message (client views from the API): names, and thumbnails of pictures. */
+let pictureViewer = null; // the page's picture <dialog>, set by mountAttachments
+
+function openPicture(url, name) {
+  if (!pictureViewer) {
+    window.open(url, "_blank", "noopener");
+    return;
+  }
+  const title = pictureViewer.querySelector("h2");
+  if (title) {
+    title.textContent = name;
+  }
+  const image = pictureViewer.querySelector("img");
+  image.src = url;
+  image.alt = name;
+  const download = pictureViewer.querySelector("a[download]");
+  if (download) {
+    download.href = url;
+    download.download = name;
+  }
+  pictureViewer.showModal(); // Escape closes it, and focus goes back to the thumbnail
+}
+
+/* A picture's thumbnail as a button that shows it large. */
+function thumbnail(url, name) {
+  const button = element("button", "agent-file-open");
+  button.type = "button";
+  button.title = _("Show the picture");
+  const thumb = element("img", "agent-file-thumb");
+  thumb.alt = name;
+  thumb.loading = "lazy";
+  thumb.src = url;
+  button.append(thumb);
+  button.addEventListener("click", () => openPicture(url, name));
+  return button;
+}
+
+/* Chips for the files of a sent message (client views from the API): each a link to its download,
+ * and a picture's thumbnail, which shows it large. */
 export function renderFileChips(container, files, urls) {
   container.replaceChildren();
   for (const file of files || []) {
     const chip = element("span", "agent-file-chip agent-file-sent");
+    const url = withId(urls.attachmentFile, file.id);
     if (file.is_picture && file.status === "ready") {
-      const thumb = element("img", "agent-file-thumb");
-      thumb.alt = file.name;
-      thumb.loading = "lazy";
-      thumb.src = withId(urls.attachmentFile, file.id);
-      chip.append(thumb);
+      chip.append(thumbnail(url, file.name));
     }
-    chip.append(element("span", "agent-file-name", file.name));
+    const link = element("a", "agent-file-name", file.name);
+    link.href = url;
+    link.download = file.name;
+    chip.append(link);
     container.append(chip);
   }
 }
 
+/* Why a file is refused before its upload, naming the limit or the accepted types; "" if it may go. */
+function refusalBefore(file, limits) {
+  if (limits.maxBytes && file.size > limits.maxBytes) {
+    return interpolate(_("Larger than %(limit)s, the limit for one file."), { limit: formatSize(limits.maxBytes) });
+  }
+  const dot = file.name.lastIndexOf(".");
+  const ending = dot >= 0 ? file.name.slice(dot).toLowerCase() : "";
+  if (limits.extensions && limits.extensions.length && !limits.extensions.includes(ending)) {
+    return interpolate(_("This kind of file cannot be attached. Accepted: %(types)s."), {
+      types: limits.extensions.join(", "),
+    });
+  }
+  return "";
+}
+
+function interpolate(text, values) {
+  if (typeof window.interpolate === "function") {
+    return window.interpolate(text, values, true);
+  }
+  return text.replace(/%\((\w+)\)s/g, (whole, key) => String(values[key]));
+}
+
 export function mountAttachments({
-  form, textarea, button, dropTarget, list, urls, csrfToken, onChange, openConversation,
+  form, textarea, button, dropTarget, overlay, list, urls, csrfToken, onChange, openConversation, limits,
+  pictureDialog,
 }) {
   let conversation = null;
   const chips = new Map(); // key (server id, or a local key while uploading) -> state
+  const waiting = []; // states of files picked and not yet uploading: one upload at a time keeps their order
   let localKeys = 0;
+  const bounds = limits || {};
+  pictureViewer = pictureDialog || pictureViewer;
+  if (pictureViewer) {
+    pictureViewer.addEventListener("close", () => {
+      pictureViewer.querySelector("img").removeAttribute("src");
+    });
+  }
   const input = element("input");
   input.type = "file";
   input.multiple = true;
   input.hidden = true;
-  input.accept = ".txt,.md,.markdown,.csv,.json,.pdf,.png,.jpg,.jpeg,.webp,.gif,.xlsx";
+  input.accept = (bounds.extensions || [".txt", ".md", ".markdown", ".csv", ".json", ".pdf", ".png", ".jpg", ".jpeg",
+    ".webp", ".gif", ".xlsx"]).join(",");
   (form || list).append(input);
 
   const changed = () => {
@@ -111,10 +186,7 @@ export function mountAttachments({
     chip.replaceChildren();
     chip.dataset.status = state.status;
     if (state.view && state.view.is_picture && state.status === "ready") {
-      const thumb = element("img", "agent-file-thumb");
-      thumb.alt = state.name;
-      thumb.src = withId(urls.attachmentFile, state.view.id);
-      chip.append(thumb);
+      chip.append(thumbnail(withId(urls.attachmentFile, state.view.id), state.name));
     }
     chip.append(element("span", "agent-file-name", state.name));
     if (state.size) {
@@ -127,8 +199,9 @@ export function mountAttachments({
       bar.setAttribute("aria-label", _("Uploading"));
       chip.append(bar);
     } else {
-      const labels = { pending: _("Reading…"), ready: _("Ready") };
-      const failure = state.explained || describeError(state.error); // a quota's own words from the server
+      const labels = { waiting: _("Waiting…"), pending: _("Reading…"), ready: _("Ready") };
+      // the page's own reason (size, type, count), else a quota's words from the server, else the code's
+      const failure = state.reason || state.explained || describeError(state.error);
       const text = state.status === "failed" ? failure : labels[state.status] || "";
       const status = element("span", "agent-file-status", text);
       status.setAttribute("role", state.status === "failed" ? "alert" : "status");
@@ -157,6 +230,10 @@ export function mountAttachments({
 
   function forget(state) {
     chips.delete(state.key);
+    const at = waiting.indexOf(state);
+    if (at >= 0) {
+      waiting.splice(at, 1);
+    }
     if (state.node) {
       state.node.remove();
     }
@@ -180,13 +257,42 @@ export function mountAttachments({
     forget(state);
   }
 
-  function upload(file) {
-    if (!conversation) {
+  function refused(file, reason, error) {
+    const key = `local-${(localKeys += 1)}`;
+    const state = { key, name: file.name, size: file.size, status: "failed", reason, error };
+    chips.set(key, state);
+    draw(state);
+  }
+
+  function queue(file) {
+    const key = `local-${(localKeys += 1)}`;
+    const state = { key, name: file.name, size: file.size, status: "waiting", file };
+    chips.set(key, state);
+    waiting.push(state);
+    draw(state);
+    return state;
+  }
+
+  function uploading() {
+    return [...chips.values()].some((s) => s.status === "uploading");
+  }
+
+  function next() {
+    if (uploading() || !waiting.length || !conversation) {
       return;
     }
-    const key = `local-${(localKeys += 1)}`;
-    const state = { key, name: file.name, size: file.size, status: "uploading", progress: 0 };
-    chips.set(key, state);
+    upload(waiting.shift());
+  }
+
+  function counted() {
+    return [...chips.values()].filter((s) => s.status !== "failed").length;
+  }
+
+  function upload(state) {
+    const key = state.key;
+    const file = state.file;
+    state.file = null;
+    Object.assign(state, { status: "uploading", progress: 0 });
     draw(state);
     changed();
     const body = new FormData();
@@ -220,27 +326,54 @@ export function mountAttachments({
         draw(state);
       }
       changed();
+      next();
     });
     xhr.addEventListener("error", () => {
       state.xhr = null;
       Object.assign(state, { status: "failed", error: "upload_failed", view: null });
       draw(state);
       changed();
+      next();
+    });
+    xhr.addEventListener("abort", () => {
+      state.xhr = null;
+      state.status = "aborted";
+      next();
     });
     xhr.send(body);
   }
 
   async function take(files) {
-    if (!conversation && openConversation) {
-      try {
-        await openConversation(); // a file dropped on a new chat starts it, as its first message would
-      } catch (error) {
-        return; // openConversation said why
+    // Refused at once: a file over the size or of a type the site does not take, and those past
+    // the count (the first ones are kept, in the order given). The others wait for their turn.
+    let room = bounds.maxFiles ? bounds.maxFiles - counted() : files.length;
+    const accepted = [];
+    for (const file of files) {
+      const reason = refusalBefore(file, bounds);
+      if (reason) {
+        refused(file, reason, "");
+      } else if (room <= 0) {
+        refused(file, interpolate(_("Not attached: at most %(max)s files go with one message."), {
+          max: bounds.maxFiles,
+        }), "too_many_files");
+      } else {
+        room -= 1;
+        accepted.push(queue(file));
       }
     }
-    for (const file of files) {
-      upload(file);
+    changed();
+    if (!accepted.length) {
+      return;
     }
+    if (!conversation && openConversation) {
+      try {
+        await openConversation(); // a file on a new chat starts it, as its first message would
+      } catch (error) {
+        accepted.forEach(forget); // openConversation said why
+        return;
+      }
+    }
+    next();
   }
 
   async function refresh() {
@@ -269,15 +402,35 @@ export function mountAttachments({
     input.value = "";
   });
   const target = dropTarget || form;
-  target.addEventListener("dragover", (event) => {
-    if (event.dataTransfer && [...event.dataTransfer.types].includes("Files")) {
-      event.preventDefault();
-      target.classList.add("agent-drop-active");
+  let dragDepth = 0; // dragenter and dragleave come for every child crossed
+  const showDropping = (on) => {
+    target.classList.toggle("agent-drop-active", on);
+    if (overlay) {
+      overlay.hidden = !on;
+    }
+  };
+  const carriesFiles = (event) => event.dataTransfer && [...event.dataTransfer.types].includes("Files");
+  target.addEventListener("dragenter", (event) => {
+    if (carriesFiles(event)) {
+      dragDepth += 1;
+      showDropping(true);
     }
   });
-  target.addEventListener("dragleave", () => target.classList.remove("agent-drop-active"));
+  target.addEventListener("dragover", (event) => {
+    if (carriesFiles(event)) {
+      event.preventDefault();
+      showDropping(true);
+    }
+  });
+  target.addEventListener("dragleave", () => {
+    dragDepth = Math.max(0, dragDepth - 1);
+    if (!dragDepth) {
+      showDropping(false);
+    }
+  });
   target.addEventListener("drop", (event) => {
-    target.classList.remove("agent-drop-active");
+    dragDepth = 0;
+    showDropping(false);
     if (event.dataTransfer && event.dataTransfer.files.length) {
       event.preventDefault();
       take([...event.dataTransfer.files]);
@@ -294,8 +447,13 @@ export function mountAttachments({
   }
 
   const api = {
-    setConversation(id) {
+    setConversation(id, options) {
+      const previous = conversation;
       conversation = id || null;
+      if (options && options.keep && !previous) {
+        return refresh(); // the new chat made for these files: they stay and upload into it
+      }
+      waiting.length = 0;
       for (const state of [...chips.values()]) {
         if (state.xhr) {
           state.xhr.abort();
@@ -306,16 +464,23 @@ export function mountAttachments({
       changed();
       return refresh();
     },
+    take,
     refresh,
     readyIds() {
-      return [...chips.values()].filter((s) => s.view && s.status === "ready").map((s) => s.view.id);
+      // In the order shown: the order the files were picked in.
+      const shown = [...list.children];
+      return [...chips.values()]
+        .filter((s) => s.view && s.status === "ready")
+        .sort((a, b) => shown.indexOf(a.node) - shown.indexOf(b.node))
+        .map((s) => s.view.id);
     },
     busy() {
-      return [...chips.values()].some((s) => s.status === "uploading" || s.status === "pending");
+      return [...chips.values()].some((s) => ["waiting", "uploading", "pending"].includes(s.status));
     },
     sent() {
+      // The sent files went with the message; the refused ones go too, having said why.
       for (const state of [...chips.values()]) {
-        if (state.view && state.status === "ready") {
+        if ((state.view && state.status === "ready") || state.status === "failed") {
           forget(state);
         }
       }

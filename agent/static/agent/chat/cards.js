@@ -3,7 +3,7 @@
  * An ES module of the chat page (no build step, strict CSP: no inline script or style).
  */
 
-import { state } from "./page.js";
+import { state, ui } from "./page.js";
 import { api, errorText, urlFor } from "./api.js";
 
 function cardStatusText(status) {
@@ -120,18 +120,29 @@ async function decide(confirmationId, action) {
   if (!element || element.dataset.status !== "waiting") {
     return;
   }
+  const focused = element.contains(document.activeElement); // decided by keyboard (or a click on its button)
   showCardStatus(element, "working");
   try {
     const data = await api("POST", urlFor(action, confirmationId));
     if (element.dataset.status === "working") {
       showCardStatus(element, data.confirmation.status);
     }
+    returnFocus(focused);
   } catch (error) {
     if (error.code === "expired") {
       showCardStatus(element, "expired");
+      returnFocus(focused);
     } else if (element.dataset.status === "working") {
       showCardStatus(element, error.code === "not_waiting" ? "working" : "waiting");
       element.querySelector(".card-error").textContent = errorText(error);
     }
+  }
+}
+
+
+function returnFocus(hadIt) {
+  // The decided card's buttons are gone: focus goes on to the message box, not to the page's start.
+  if (hadIt && (document.activeElement === document.body || !document.activeElement)) {
+    ui.text.focus();
   }
 }

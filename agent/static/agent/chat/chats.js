@@ -7,7 +7,7 @@ import { hideBanner, PAGE, PLACEHOLDER, refusalText, SESSION_CODES, showBanner, 
 import { api, errorText, urlFor } from "./api.js";
 import { request, sendFrame } from "./socket.js";
 import { addMessages, catchUp, fillUp, resetMessages } from "./messages.js";
-import { applyTurn, settleOutbox, setTurn, updateComposer } from "./composer.js";
+import { applyTurn, chatSwitched, keepWords, restoreWords, settleOutbox, setTurn, updateComposer } from "./composer.js";
 
 function chatTitle(view) {
   return view.title || gettext("New chat");
@@ -172,15 +172,32 @@ export function showHeader(view) {
   document.title = (view ? chatTitle(view) + " · " : "") + gettext("Assistant");
 }
 
+let openedOnce = false; // the page's first chat takes the words kept for it
+
 export async function openChat(id, options) {
   const opts = options || {};
-  if (state.current && state.current !== id) {
-    sendFrame({ type: "unsubscribe", conversation: state.current });
+  const previous = state.current;
+  if (previous && previous !== id) {
+    sendFrame({ type: "unsubscribe", conversation: previous });
   }
+  if (previous !== id || !openedOnce) {
+    // Each chat keeps its own unsent words; a chat just made for the words typed keeps them.
+    if (opts.fresh && !previous) {
+      keepWords(null, ""); // the words move with the chat made for them
+      keepWords(id);
+    } else {
+      if (openedOnce) {
+        keepWords(previous);
+      }
+      restoreWords(id);
+    }
+  }
+  openedOnce = true;
   state.current = id;
   resetMessages();
+  chatSwitched();
   if (state.files) {
-    state.files.setConversation(id).catch(() => undefined);
+    state.files.setConversation(id, { keep: opts.fresh }).catch(() => undefined);
   }
   hideBanner();
   ui.composerError.textContent = "";
@@ -251,10 +268,13 @@ export async function refreshDetail() {
   if (chat !== state.current) {
     return;
   }
+  const known = state.chats.get(chat);
   state.chats.set(chat, data.conversation);
   showHeader(data.conversation);
   const item = listItem(chat);
-  if (item) {
+  if (known && known.status !== data.conversation.status) {
+    putChat(data.conversation, "top"); // archived and back in use after a new message: listed again
+  } else if (item) {
     item.firstElementChild.textContent = chatTitle(data.conversation);
   }
   if (boxTurn && (!data.turn || data.turn.id !== boxTurn)) {
@@ -363,10 +383,16 @@ export async function restore() {
   const chat = state.current;
   try {
     const data = await api("POST", urlFor("restore", chat));
+    const archivedView = state.listMode === "archived";
     if (state.listMode === "active") {
       putChat(data.conversation, "top");
     } else {
       putChat(data.conversation);
+    }
+    if (archivedView) {
+      // It left this list: say where it went, and how to get there.
+      const note = interpolate(gettext("“%(title)s” is back among your chats."), { title: chatTitle(data.conversation) }, true);
+      showListNote(note);
     }
     if (chat === state.current) {
       showHeader(data.conversation);
@@ -377,9 +403,24 @@ export async function restore() {
   }
 }
 
+function showListNote(text) {
+  const note = document.createElement("span");
+  note.textContent = text + " ";
+  const back = document.createElement("button");
+  back.type = "button";
+  back.className = "button-small list-note-action";
+  back.textContent = gettext("Show my chats");
+  back.addEventListener("click", () => {
+    showList("active");
+    ui.showArchived.focus();
+  });
+  ui.listStatus.replaceChildren(note, back);
+}
+
 export function openDelete() {
   ui.deleteError.textContent = "";
   ui.deleteDialog.showModal();
+  ui.deleteDialog.querySelector(".dialog-close").focus(); // a destructive choice starts on Cancel
 }
 
 export async function remove(event) {

@@ -1,9 +1,13 @@
 /* The composer: sending (with the outbox that keeps the user's words), Stop, Retry and Edit, the turn's state.
  *
+ * Nothing written is lost: the words are kept per chat across reloads until sent, a counter shows
+ * near the length limit, a paste too long for a message goes with it as a text file, and a message
+ * written while a turn runs waits, queued, for the turn's end.
+ *
  * An ES module of the chat page (no build step, strict CSP: no inline script or style).
  */
 
-import { refusalText, showBanner, state, ui } from "./page.js";
+import { root, refusalText, showBanner, state, ui } from "./page.js";
 import { api, errorText, urlFor } from "./api.js";
 import { openChat, putChat, refreshDetail, showList } from "./chats.js";
 import { bubble, catchUp, dropDraft } from "./messages.js";
@@ -21,18 +25,202 @@ export function signedOut(code) {
   updateComposer();
 }
 
+export const HISTORY_CHARS = Number(root.dataset.historyChars) || 32000;
+
+const COUNT_FROM = 0.8; // the counter shows from this share of the limit on
+
+const count = document.getElementById("composer-count");
+
+const queuedBox = document.getElementById("queued");
+
+const touch = window.matchMedia("(pointer: coarse)");
+
+/* On a touch keyboard Enter starts a new line and Send sends; elsewhere Enter sends. */
+export function enterSends(event) {
+  return event.key === "Enter" && !event.shiftKey && !event.isComposing && !touch.matches;
+}
+
+function showTouchHints() {
+  const hint = touch.matches ? ui.text.dataset.touchPlaceholder : ui.text.dataset.keyboardPlaceholder;
+  ui.text.dataset.keyboardPlaceholder = ui.text.dataset.keyboardPlaceholder || ui.text.placeholder;
+  ui.text.placeholder = hint || ui.text.dataset.keyboardPlaceholder;
+}
+
+showTouchHints();
+touch.addEventListener("change", showTouchHints);
+
+// -- the words kept per chat (localStorage), until sent --------------------------------------------
+
+const DRAFT_KEY = "agent.composer.";
+
+function draftKey(chat) {
+  return DRAFT_KEY + (chat || "new");
+}
+
+export function keepWords(chat, text = ui.text.value) {
+  try {
+    if (text) {
+      localStorage.setItem(draftKey(chat), text);
+    } else {
+      localStorage.removeItem(draftKey(chat));
+    }
+  } catch (error) {
+    // storage full or refused: the words stay in the box, only not across a reload
+  }
+}
+
+export function restoreWords(chat) {
+  let kept = null;
+  try {
+    kept = localStorage.getItem(draftKey(chat));
+  } catch (error) {
+    kept = null;
+  }
+  ui.text.value = kept || "";
+  showCount();
+}
+
+function forgetWords(chat) {
+  try {
+    localStorage.removeItem(draftKey(chat));
+  } catch (error) {
+    // nothing kept
+  }
+}
+
+ui.text.addEventListener("input", () => {
+  keepWords(state.current);
+  showCount();
+  updateComposer();
+});
+
+export function showCount() {
+  const length = ui.text.value.length;
+  count.hidden = length < COUNT_FROM * HISTORY_CHARS;
+  count.dataset.over = String(length > HISTORY_CHARS);
+  count.textContent = length > HISTORY_CHARS
+    ? interpolate(gettext("%(count)s of %(max)s characters: %(over)s too many to send."), {
+      count: length.toLocaleString(), max: HISTORY_CHARS.toLocaleString(), over: (length - HISTORY_CHARS).toLocaleString(),
+    }, true)
+    : interpolate(gettext("%(count)s of %(max)s characters."), {
+      count: length.toLocaleString(), max: HISTORY_CHARS.toLocaleString(),
+    }, true);
+}
+
+ui.text.addEventListener("paste", (event) => {
+  // A paste that would pass the limit goes with the message as a text file, whole, not cut.
+  const pasted = event.clipboardData ? event.clipboardData.getData("text/plain") : "";
+  if (!pasted || !state.files) {
+    return;
+  }
+  const kept = ui.text.value.length - (ui.text.selectionEnd - ui.text.selectionStart);
+  if (kept + pasted.length <= HISTORY_CHARS) {
+    return;
+  }
+  event.preventDefault();
+  state.files.take([new File([pasted], pastedName(), { type: "text/plain" })]);
+  ui.composerNote.textContent = interpolate(
+    gettext("The pasted text (%(count)s characters) is too long for a message: it goes with it as a file."),
+    { count: pasted.length.toLocaleString() }, true);
+});
+
+let pastes = 0;
+
+function pastedName() {
+  pastes += 1;
+  return pastes === 1 ? "pasted.txt" : `pasted-${pastes}.txt`;
+}
+
+// -- a message written while a turn runs waits for its end ------------------------------------------
+
+function showQueued() {
+  const queued = state.queued && state.queued.chat === state.current ? state.queued : null;
+  if (!queued) {
+    queuedBox.replaceChildren();
+    queuedBox.hidden = true;
+    return;
+  }
+  const element = bubble("user");
+  element.classList.replace("msg-user", "msg-queued");
+  element.querySelector(".bubble").textContent = queued.text;
+  const status = document.createElement("span");
+  status.className = "outbox-status";
+  status.textContent = gettext("Queued: sent when the assistant is done.");
+  const cancel = document.createElement("button");
+  cancel.type = "button";
+  cancel.className = "button-small queued-cancel";
+  cancel.textContent = gettext("Cancel");
+  cancel.title = gettext("Do not send it: the words go back into the message box");
+  cancel.addEventListener("click", unqueue);
+  element.append(status, cancel);
+  queuedBox.replaceChildren(element);
+  queuedBox.hidden = false;
+  ui.emptyState.hidden = true;
+  ui.scroller.scrollTop = ui.scroller.scrollHeight;
+}
+
+function queue(text) {
+  state.queued = { chat: state.current, text: text };
+  ui.text.value = "";
+  forgetWords(state.current);
+  showCount();
+  showQueued();
+  updateComposer();
+  ui.text.focus();
+}
+
+function unqueue() {
+  const queued = state.queued;
+  state.queued = null;
+  showQueued();
+  if (queued) {
+    putBack(queued.text);
+    keepWords(queued.chat);
+  }
+  ui.text.focus();
+}
+
+export function chatSwitched() {
+  // A queued message belongs to its chat: switching away gives the words back to that chat's box.
+  if (state.queued && state.queued.chat !== state.current) {
+    const queued = state.queued;
+    state.queued = null;
+    try {
+      const kept = localStorage.getItem(draftKey(queued.chat)) || "";
+      localStorage.setItem(draftKey(queued.chat), kept ? queued.text + "\n\n" + kept : queued.text);
+    } catch (error) {
+      // not kept across chats
+    }
+  }
+  showQueued();
+}
+
+function sendQueued() {
+  const queued = state.queued;
+  const waiting = state.turn || state.sending || state.outboxes.has(state.current);
+  if (!queued || queued.chat !== state.current || waiting || state.signedOut) {
+    return; // it goes once the chat is free: no turn, and the last message stored
+  }
+  state.queued = null;
+  showQueued();
+  send(queued.text, { queued: true });
+}
+
 export function updateComposer() {
   const busy = Boolean(state.turn);
   const off = state.signedOut;
-  ui.text.disabled = busy || off;
+  ui.text.disabled = off; // typing goes on while a turn runs; Send then queues
   const reading = Boolean(state.files && state.files.busy());
-  ui.send.disabled = busy || off || reading || state.sending || state.outboxes.has(state.current);
+  const tooLong = ui.text.value.length > HISTORY_CHARS;
+  const waiting = busy || state.sending || state.outboxes.has(state.current);
+  ui.send.disabled = off || reading || tooLong || (waiting && Boolean(state.queued));
   ui.attach.disabled = off;
   ui.stop.hidden = !busy || off;
   ui.working.hidden = !busy || off;
   ui.newChat.disabled = off;
   ui.actions.hidden = !state.current || off;
   showMessageActions();
+  sendQueued();
 }
 
 const RETRYABLE = new Set(["model_failed", "max_rounds", "stopped", "deadline", "interrupted"]);
@@ -166,6 +354,7 @@ export async function settleOutbox(box) {
   state.outboxes.delete(box.chat);
   showOutbox();
   putBack(box.text);
+  keepWords(box.chat);
   ui.composerNote.textContent = gettext("Your message was not sent. It is back in the message box.");
 }
 
@@ -182,14 +371,23 @@ function putBack(text) {
   // Whatever was typed since stays too, after the words that came back.
   const typed = ui.text.value;
   ui.text.value = typed.trim() && typed !== text ? text + "\n\n" + typed : text;
+  showCount();
   updateComposer();
 }
 
-export async function send(again) {
-  // `again`: the words of an earlier turn, sent as a new one (Retry); the composer keeps what it holds.
+export async function send(again, options) {
+  // `again`: the words of an earlier turn, sent as a new one (Retry), or of the queued message;
+  // the composer keeps what it holds.
   const retry = typeof again === "string";
+  const fromQueue = Boolean(options && options.queued);
   const text = retry ? again : ui.text.value;
-  if (!text.trim() || state.turn || state.sending || state.signedOut || state.outboxes.has(state.current)) {
+  if (!text.trim() || state.signedOut || (!retry && text.length > HISTORY_CHARS)) {
+    return;
+  }
+  if (state.turn || state.sending || state.outboxes.has(state.current)) {
+    if (!retry && !state.queued) {
+      queue(text); // sent when the turn ends
+    }
     return;
   }
   const box = { text: text, chat: state.current, turn: null, after: state.last ? state.last.seq : -1 };
@@ -199,6 +397,8 @@ export async function send(again) {
   ui.composerNote.textContent = "";
   if (!retry) {
     ui.text.value = "";
+    forgetWords(box.chat);
+    showCount();
   }
   showOutbox();
   updateComposer();
@@ -217,10 +417,10 @@ export async function send(again) {
       state.outboxes.set(box.chat, box);
       await openChat(box.chat, { push: true, fresh: true });
     }
-    const files = retry || !state.files ? [] : state.files.readyIds();
+    const files = (retry && !fromQueue) || !state.files ? [] : state.files.readyIds();
     const data = await api("POST", urlFor("send", box.chat), { text: text, attachment_ids: files });
     box.turn = data.turn.id;
-    if (files.length) {
+    if (state.files) {
       state.files.sent();
     }
     if (box.chat === state.current) {
@@ -236,6 +436,7 @@ export async function send(again) {
     // Refused at the start (busy, limits, validation, the network): the words go back.
     dropOutbox(box);
     putBack(text);
+    keepWords(state.current);
     ui.composerError.textContent = errorText(error);
   } finally {
     state.sending = false;

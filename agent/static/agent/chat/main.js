@@ -12,7 +12,7 @@ import {
   showList,
 } from "./chats.js";
 import { loadOlder, refreshTimes } from "./messages.js";
-import { send, stop, updateComposer } from "./composer.js";
+import { enterSends, send, stop, updateComposer } from "./composer.js";
 
 ui.toggleSidebar.addEventListener("click", () => {
   const open = document.body.classList.toggle("sidebar-open");
@@ -34,7 +34,7 @@ ui.composer.addEventListener("submit", (event) => {
   send();
 });
 ui.text.addEventListener("keydown", (event) => {
-  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+  if (enterSends(event)) {
     event.preventDefault();
     send();
   }
@@ -73,25 +73,35 @@ async function openNewChat() {
   }
 }
 
+// Files dropped anywhere on the chat are attached; a new chat is made only once files are picked.
 state.files = mountAttachments({
-  form: ui.composer, textarea: ui.text, button: ui.attach, dropTarget: ui.composer, list: ui.files,
-  csrfToken: csrfToken(), onChange: () => updateComposer(), openConversation: openNewChat,
+  form: ui.composer, textarea: ui.text, button: ui.attach, dropTarget: document.getElementById("chat"),
+  overlay: document.getElementById("drop-overlay"), pictureDialog: document.getElementById("picture-dialog"),
+  list: ui.files, csrfToken: csrfToken(), onChange: () => updateComposer(), openConversation: openNewChat,
   urls: { attachments: urlFor("files"), attachmentUpload: urlFor("upload"), attachmentRemove: urlFor("unattach"),
           attachmentFile: urlFor("file") },
+  limits: { maxBytes: Number(root.dataset.maxFileBytes), maxFiles: Number(root.dataset.maxFiles),
+            extensions: (root.dataset.acceptedExtensions || "").split(",").filter(Boolean) },
 });
 
-ui.attach.addEventListener("click", async (event) => {
-  if (state.current) {
-    return; // attachments.js opens the file picker
+// On a phone the top bar's links and settings are in a menu; Escape or a click elsewhere closes it.
+ui.toggleMenu = document.getElementById("toggle-menu");
+function showMenu(open) {
+  document.body.classList.toggle("menu-open", open);
+  ui.toggleMenu.setAttribute("aria-expanded", String(open));
+}
+ui.toggleMenu.addEventListener("click", () => showMenu(!document.body.classList.contains("menu-open")));
+document.addEventListener("click", (event) => {
+  if (document.body.classList.contains("menu-open") && !event.target.closest(".topbar")) {
+    showMenu(false);
   }
-  event.stopImmediatePropagation();
-  try {
-    await openNewChat();
-  } catch (error) {
-    return;
+});
+document.addEventListener("keydown", (event) => {
+  if (event.key === "Escape" && document.body.classList.contains("menu-open")) {
+    showMenu(false);
+    ui.toggleMenu.focus();
   }
-  ui.attach.click(); // still within the click's activation: the picker may open
-}, { capture: true });
+});
 
 window.setInterval(refreshTimes, 60000);
 updateComposer();

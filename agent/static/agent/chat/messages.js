@@ -76,8 +76,9 @@ function addMessage(view) {
 }
 
 export function showDraft(frame) {
-  // The answer so far (never stored): plain text until the stored answer replaces it. Only of the
-  // turn the page knows to run, and of a round whose answer it does not show yet.
+  // The answer so far (never stored), rendered on the server by the stored answers' rules, in the
+  // same bubble style, until the stored answer replaces it. Only of the turn the page knows to run,
+  // and of a round whose answer it does not show yet.
   const answered = answersOf(frame.turn);
   if (frame.conversation !== state.current || frame.turn !== state.turn || frame.round <= answered) {
     return;
@@ -86,10 +87,16 @@ export function showDraft(frame) {
   if (!state.draft || state.draft.turn !== frame.turn || state.draft.round !== frame.round) {
     const element = bubble("assistant");
     element.classList.add("msg-draft");
+    element.querySelector(".bubble").classList.add("markdown");
     ui.draft.replaceChildren(element);
     state.draft = { turn: frame.turn, round: frame.round };
   }
-  ui.draft.querySelector(".bubble").textContent = frame.text;
+  const body = ui.draft.querySelector(".bubble");
+  if (typeof frame.html === "string") {
+    body.innerHTML = frame.html; // sanitised on the server, as a stored answer is
+  } else {
+    body.textContent = frame.text;
+  }
   ui.draft.hidden = false;
   ui.emptyState.hidden = true;
   if (stick) {
