@@ -80,6 +80,7 @@ class AgentConf:
     SCOPE_CHECKS = _Setting["list[str]"]([])
     USAGE_SINKS = _Setting["list[str]"]([])
     MODEL_MAX_RETRIES = _Setting[int](2)
+    TASK_QUEUE = _Setting[str]("agent")  # the Celery queue of every task of the app; its workers run -Q <this>
     ATTACHMENT_STORAGE = _Setting[str]("default")  # an alias of settings.STORAGES
     ACCEPTED_TYPES = _Setting["list[str]"](
         ["text/plain", "text/markdown", "text/csv", "application/json", "application/pdf", *PICTURE_TYPES, XLSX_TYPE]
