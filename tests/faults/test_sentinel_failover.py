@@ -71,7 +71,9 @@ def test_across_a_sentinel_failover_mid_turn_every_tab_shows_the_chat_as_stored(
     wait_until(lambda: Turn.objects.filter(pk=turn).exclude(status__in=Turn.LIVE).exists(), 60, "the turn to end")
     assert Turn.objects.get(pk=turn).status == "finished"
     shown = [tab.wait_showing(stored(chat), 20) for tab in open_tabs]
-    figure("sentinel failover -> every tab shows the chat as stored", max(shown) - failed_over)
+    figure(
+        f"sentinel failover -> every tab shows the chat as stored ({READ_S} s read included)", max(shown) - failed_over
+    )
     # and a new turn's events reach both tabs through the new master
     model_server.push(answer("on the new master"))
     again = wait_until(lambda: _send(open_tabs[1], "again"), 60, "a new turn to be accepted")
