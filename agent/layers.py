@@ -145,7 +145,10 @@ def _sentinel_host(
     sentinel_password: str | None,
     connection: dict[str, Any],
 ) -> dict[str, Any]:
-    """A channels-redis host entry for a Sentinel master (its "sentinels" and "master_name" keys)."""
+    """A channels-redis host entry for a Sentinel master (its "sentinels" and "master_name" keys).
+
+    A sentinel that does not take the connection within a second is passed over for the next one.
+    """
     asking = {"socket_timeout": connection["socket_connect_timeout"], "socket_connect_timeout": 1.0}
     if sentinel_password:
         asking["password"] = sentinel_password
