@@ -256,6 +256,7 @@ class Site:
         assert [line.split()[0] for line in serve] == ["daphne", "celery", "celery"]
         worker = shlex.split(serve[1])
         assert worker[worker.index("-Q") + 1] == README_QUEUE, "the worker takes another queue"
+        assert worker[worker.index("-O") + 1] == "fair", "the worker holds turns for busy children"
         self.queue_on(agent_settings.TASK_QUEUE)
         return serve
 
