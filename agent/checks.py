@@ -371,3 +371,69 @@ def check_channel_layer_timeout(app_configs: Any = None, **kwargs: Any) -> list[
                 )
             )
     return warnings
+
+
+CLUSTER_PROBE_TIMEOUT_S = 0.5
+"""How long the Redis Cluster check waits for each server before it gives up quietly."""
+
+
+@register(TAG)
+def check_redis_is_not_a_cluster(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """channels-redis and Celery's Redis transport speak to one server; a Cluster answers them with MOVED and
+    CROSSSLOT. Asked with ``INFO cluster``, briefly; a server this process cannot reach is left to the others."""
+    from channels_redis.core import RedisChannelLayer
+
+    errors = []
+    for alias, entry in (getattr(settings, "CHANNEL_LAYERS", None) or {}).items():
+        path = entry.get("BACKEND") if isinstance(entry, dict) else None
+        if not _is_subclass_at(path, RedisChannelLayer):
+            continue
+        hosts = (entry.get("CONFIG") or {}).get("hosts") or []
+        for host in hosts if isinstance(hosts, (list, tuple)) else []:
+            if _is_redis_cluster(host):
+                errors.append(_cluster_error(f"CHANNEL_LAYERS[{alias!r}]", _shown_address(host)))
+    for url in _celery_broker_urls():
+        if urlsplit(url).scheme in ("redis", "rediss") and _is_redis_cluster(url):
+            errors.append(_cluster_error("Celery's broker", _shown_address(url)))
+    return errors
+
+
+def _is_redis_cluster(host: Any) -> bool:
+    """Whether the server of a channels-redis host entry (or a URL) says ``cluster_enabled:1``; False unreachable."""
+    import redis
+
+    probe = {"socket_timeout": CLUSTER_PROBE_TIMEOUT_S, "socket_connect_timeout": CLUSTER_PROBE_TIMEOUT_S}
+    if isinstance(host, dict) and isinstance(host.get("address"), str):
+        host = host["address"]
+    try:
+        if isinstance(host, str):
+            client = redis.Redis.from_url(host, **probe)
+        elif isinstance(host, (list, tuple)) and len(host) == 2:
+            client = redis.Redis(host=host[0], port=int(host[1]), **probe)
+        else:
+            return False  # Sentinel names a single master; a host of another shape is channels-redis's to refuse
+        with client:
+            return bool(client.info("cluster").get("cluster_enabled"))
+    except (redis.RedisError, OSError, ValueError):
+        return False
+
+
+def _shown_address(host: Any) -> str:
+    """The server's host and port, never its password."""
+    if isinstance(host, dict):
+        host = host.get("address", "")
+    if isinstance(host, (list, tuple)):
+        return f"{host[0]}:{host[1]}"
+    parts = urlsplit(str(host))
+    return f"{parts.hostname}:{parts.port or 6379}"
+
+
+def _cluster_error(what: str, address: str) -> Error:
+    return Error(
+        f"{what} points at a Redis Cluster node ({address}): channels-redis and Celery do not support Redis "
+        "Cluster, and every command whose key lives on another node fails with MOVED or CROSSSLOT.",
+        hint="Use one Redis server (a managed service's non-cluster mode), Redis Sentinel "
+        "(agent.layers.redis_channel_layer('redis+sentinel://host:26379/mymaster/0')), or a list of "
+        "separate servers as shards.",
+        id="agent.E013",
+    )

@@ -86,6 +86,7 @@ class AgentConf:
     USAGE_SINKS = _Setting["list[str]"]([])
     MODEL_MAX_RETRIES = _Setting[int](2)
     API_KEY_ENV_PREFIX = _Setting[str]("AGENT_KEY_")  # an endpoint's key variable must start with it
+    TASK_QUEUE = _Setting[str]("agent")  # the Celery queue of every task of the app; its workers run -Q <this>
     ATTACHMENT_STORAGE = _Setting[str]("default")  # an alias of settings.STORAGES
     ACCEPTED_TYPES = _Setting["list[str]"](
         ["text/plain", "text/markdown", "text/csv", "application/json", "application/pdf", *PICTURE_TYPES, XLSX_TYPE]

@@ -7,6 +7,11 @@ drops every idle socket about 5.5 s after it opened. ``redis_channel_layer``
 builds the whole ``CHANNEL_LAYERS["default"]`` entry with a socket timeout
 well above the blocking read, whatever redis-py's default; ``agent.W001``
 warns about a layer that would cut its own reads.
+
+The same entry works on Redis Sentinel (a ``redis+sentinel://`` URL, or
+``sentinels=`` and ``master_name=``) and on several shards (a list of URLs),
+with the same waiting pool and timeouts on each. Redis Cluster is not one of
+them: channels-redis does not speak it (``agent.E013`` says so).
 """
 
 from __future__ import annotations
@@ -14,11 +19,12 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from typing import Any, Sequence
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from channels_redis.core import RedisChannelLayer as _ChannelsRedisLayer
 from redis import asyncio as aioredis
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 
 from .events import losses
 
@@ -47,9 +53,16 @@ POOL_TIMEOUT_S = 10.0
 """How long a caller waits for a free connection before the pool refuses."""
 
 
+SENTINEL_SCHEME = "redis+sentinel"
+
+
 def redis_channel_layer(
-    url: str,
+    url: str | Sequence[str] | None = None,
     *,
+    sentinels: Sequence[tuple[str, int]] | None = None,
+    master_name: str | None = None,
+    db: int = 0,
+    password: str | None = None,
     socket_timeout: float = SOCKET_TIMEOUT_S,
     capacity: int = CAPACITY,
     expiry: int = EXPIRY_S,
@@ -60,10 +73,15 @@ def redis_channel_layer(
 ) -> dict[str, Any]:
     """The ``CHANNEL_LAYERS["default"]`` entry for the assistant on the Redis at ``url``.
 
-    ``options`` go to the layer (``prefix``, ``symmetric_encryption_keys``, ...).
+    ``url`` is ``redis://host:port/db`` (or ``rediss://``), or
+    ``redis+sentinel://[:password@]host:port,host:port/master_name/db`` for a
+    master that Redis Sentinel names, or a list of either: shards, each
+    channel and group on one of them. Instead of a URL, ``sentinels=[(host,
+    port), ...]`` and ``master_name=`` (with ``db`` and ``password``) name a
+    Sentinel master. ``options`` go to the layer (``prefix``,
+    ``symmetric_encryption_keys``, ...).
     """
-    host = {
-        "address": url,
+    connection = {
         "socket_timeout": socket_timeout,
         "socket_connect_timeout": min(socket_timeout, float(_ChannelsRedisLayer.brpop_timeout)),
         "socket_keepalive": True,
@@ -71,14 +89,73 @@ def redis_channel_layer(
         "max_connections": max_connections,
         "timeout": pool_timeout,
     }
+    if sentinels is not None or master_name is not None:
+        if url is not None or not sentinels or not master_name:
+            raise ValueError("Give either url, or both sentinels and master_name.")
+        hosts = [_sentinel_host(list(sentinels), master_name, db, password, None, connection)]
+    elif isinstance(url, str):
+        hosts = [_host(url, connection)]
+    elif url:
+        hosts = [_host(shard, connection) for shard in url]
+    else:
+        raise ValueError("Give the Redis URL (or a list of them), or sentinels and master_name.")
     config = {
-        "hosts": [host],
+        "hosts": hosts,
         "capacity": capacity,
         "expiry": expiry,
         "group_expiry": group_expiry,
         **options,
     }
     return {"BACKEND": BACKEND, "CONFIG": config}
+
+
+def _host(url: str, connection: dict[str, Any]) -> dict[str, Any]:
+    parts = urlsplit(url)
+    if parts.scheme != SENTINEL_SCHEME:
+        return {"address": url, **connection}
+    credentials, _, netloc = parts.netloc.rpartition("@")
+    username, _, password = credentials.partition(":")
+    path = [segment for segment in parts.path.split("/") if segment]
+    if not netloc or not 1 <= len(path) <= 2:
+        raise ValueError(f"A Sentinel URL is {SENTINEL_SCHEME}://host:port[,host:port...]/master_name[/db].")
+    sentinels = []
+    for address in netloc.split(","):
+        host, _, port = address.rpartition(":")
+        sentinels.append((host.strip("[]") or address, int(port) if host else 26379))
+    query = parse_qs(parts.query)
+    sentinel_password = query["sentinel_password"][-1] if "sentinel_password" in query else None
+    host = _sentinel_host(
+        sentinels,
+        unquote(path[0]),
+        int(path[1]) if len(path) > 1 else 0,
+        unquote(password) or None,
+        sentinel_password,
+        connection,
+    )
+    if username:
+        host["username"] = unquote(username)
+    return host
+
+
+def _sentinel_host(
+    sentinels: list[tuple[str, int]],
+    master_name: str,
+    db: int,
+    password: str | None,
+    sentinel_password: str | None,
+    connection: dict[str, Any],
+) -> dict[str, Any]:
+    """A channels-redis host entry for a Sentinel master (its "sentinels" and "master_name" keys).
+
+    A sentinel that does not take the connection within a second is passed over for the next one.
+    """
+    asking = {"socket_timeout": connection["socket_connect_timeout"], "socket_connect_timeout": 1.0}
+    if sentinel_password:
+        asking["password"] = sentinel_password
+    host = {"sentinels": sentinels, "master_name": master_name, "db": db, "sentinel_kwargs": asking, **connection}
+    if password:
+        host["password"] = password
+    return host
 
 
 class RedisChannelLayer(_ChannelsRedisLayer):
@@ -121,9 +198,22 @@ class RedisChannelLayer(_ChannelsRedisLayer):
 
     def create_pool(self, index: int) -> Any:
         host = dict(self.hosts[index])
-        if "address" not in host:
-            return super().create_pool(index)  # sentinels, or a host and port: channels-redis's own pool
-        return aioredis.BlockingConnectionPool.from_url(host.pop("address"), **host)
+        if "address" in host:
+            return aioredis.BlockingConnectionPool.from_url(host.pop("address"), **host)
+        if "master_name" in host:
+            master_name, sentinels = host.pop("master_name"), host.pop("sentinels")
+            manager = Sentinel(sentinels, sentinel_kwargs=host.pop("sentinel_kwargs", None))
+            return BlockingSentinelConnectionPool(master_name, manager, **host)
+        return super().create_pool(index)  # a host and port: channels-redis's own pool
+
+
+class BlockingSentinelConnectionPool(SentinelConnectionPool, aioredis.BlockingConnectionPool):
+    """Connections to the master Sentinel names, from a pool whose callers wait for a free one instead of failing.
+
+    redis-py's Sentinel pool refuses a caller past ``max_connections`` with "Too
+    many connections"; this one waits up to ``timeout`` seconds, as the plain
+    entry's pool does. After a failover, connections reach the new master.
+    """
 
 
 _GROUP_SEND = """

@@ -1,11 +1,31 @@
-"""Celery tasks: thin wrappers around the parts. Their names are API."""
+"""Celery tasks: thin wrappers around the parts. Their names are API.
+
+Every task goes to the site's own queue, ``AGENT["TASK_QUEUE"]`` ("agent"),
+whoever sends it (beat, ``delay()``, or the parts by name), so the workers of
+another site on the same broker, listening on their own queue, never take one.
+"""
 
 from __future__ import annotations
 
-from celery import shared_task
+from typing import Any
+
+from celery import Task, shared_task
+
+from .conf import agent_settings
 
 
-@shared_task(name="agent.run_turn", ignore_result=True, acks_late=False, max_retries=0)
+class AgentTask(Task):
+    """A task that goes to ``AGENT["TASK_QUEUE"]`` unless its caller names another queue.
+
+    Read when each task is sent, never at import, so the setting is the sending process's own.
+    """
+
+    def apply_async(self, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
+        options.setdefault("queue", agent_settings.TASK_QUEUE)
+        return super().apply_async(args, kwargs, **options)
+
+
+@shared_task(base=AgentTask, name="agent.run_turn", ignore_result=True, acks_late=False, max_retries=0)
 def run_turn(turn_ref: str) -> None:
     """Run one turn. At most once: acknowledged early, never retried."""
     from .turns import runner
@@ -13,7 +33,7 @@ def run_turn(turn_ref: str) -> None:
     runner.run(turn_ref)
 
 
-@shared_task(name="agent.sweep_turns", ignore_result=True)
+@shared_task(base=AgentTask, name="agent.sweep_turns", ignore_result=True)
 def sweep_turns() -> int:
     """End turns whose worker died; queue again turns the broker lost; fail files whose reading died."""
     from .attachments import lifecycle
@@ -24,7 +44,7 @@ def sweep_turns() -> int:
     return ended
 
 
-@shared_task(name="agent.purge_chats", ignore_result=True)
+@shared_task(base=AgentTask, name="agent.purge_chats", ignore_result=True)
 def purge_chats() -> int:
     """Delete chats past ``RETENTION_DAYS`` and soft-deleted ones past ``PURGE_DELETED_DAYS``."""
     from .retention import purge
@@ -32,7 +52,7 @@ def purge_chats() -> int:
     return purge()
 
 
-@shared_task(name="agent.process_attachment", ignore_result=True)
+@shared_task(base=AgentTask, name="agent.process_attachment", ignore_result=True)
 def process_attachment(attachment_id: str) -> None:
     """Read one uploaded file, once; bounded in time and memory by the extraction itself."""
     from .attachments import extraction
@@ -40,7 +60,7 @@ def process_attachment(attachment_id: str) -> None:
     extraction.process(attachment_id)
 
 
-@shared_task(name="agent.purge_attachments", ignore_result=True)
+@shared_task(base=AgentTask, name="agent.purge_attachments", ignore_result=True)
 def purge_attachments() -> int:
     """Remove files left unlinked for longer than ``UNLINKED_FILES_MAX_AGE_S`` (a day)."""
     from .attachments import lifecycle

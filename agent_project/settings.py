@@ -87,6 +87,7 @@ else:
 
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="memory://")
 CELERY_TASK_IGNORE_RESULT = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # a worker takes a turn only when it can start it
 CELERY_BEAT_SCHEDULE = {
     "agent-sweep-turns": {"task": "agent.sweep_turns", "schedule": 10.0},
     "agent-purge": {"task": "agent.purge_chats", "schedule": 24 * 3600.0},

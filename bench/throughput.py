@@ -115,8 +115,11 @@ class Workers:
     """``celery -A agent_project worker -P prefork -c N`` in its own process group, stopped by its pid."""
 
     def __init__(self, count: int, log: str) -> None:
+        from agent.conf import agent_settings
+
         command = [
             sys.executable, "-m", "celery", "-A", "agent_project", "worker", "-P", "prefork", "-c", str(count),
+            "-Q", agent_settings.TASK_QUEUE, "-O", "fair",
             "-l", "WARNING", "--without-heartbeat", "--without-gossip", "--without-mingle",
         ]  # fmt: skip
         self.log = open(log, "w")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
@@ -125,3 +126,23 @@ def _english() -> Any:
 
     with translation.override("en"):
         yield
+
+
+POOLED = ("turns/", "attachments/", "test_admin.py", "faults/test_worker_crash.py", "faults/test_lost_turn.py")
+"""Where the tests that ``.ci/pooler`` runs again behind PgBouncer live: each of them that touches the database."""
+NOT_POOLED = (
+    "attachments/test_extraction.py",  # the parsers' own time; the statements around them are the API's
+    "faults/test_worker_crash.py::test_a_killed_worker_frees_the_chat_and_every_tab_is_told[child-tool]",
+    "faults/test_worker_crash.py::test_a_killed_worker_frees_the_chat_and_every_tab_is_told[group-model]",
+)  # a child killed mid model call and a whole worker mid tool stay: the other two run the same statements
+DATABASE_FIXTURES = {"db", "transactional_db", "django_db_setup"}
+
+
+def pytest_collection_modifyitems(config: Any, items: list[pytest.Item]) -> None:
+    """Mark ``pooled`` the tests under ``POOLED`` that touch the database."""
+    tests = Path(__file__).resolve().parent
+    for item in items:
+        where = f"{item.path.resolve().relative_to(tests).as_posix()}::{item.name}"
+        touches = item.get_closest_marker("django_db") or DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))
+        if where.startswith(POOLED) and not where.startswith(NOT_POOLED) and touches:
+            item.add_marker(pytest.mark.pooled)

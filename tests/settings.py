@@ -61,9 +61,11 @@ DATABASES = {"default": env.db("DATABASE_URL", default="postgres://postgres@127.
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 CHANNEL_LAYERS = {"default": redis_channel_layer(env.str("REDIS_URL", default="redis://127.0.0.1:6379/5"))}
 
+test_queue = env.str("AGENT_TEST_QUEUE", default="agent-tests")  # this run's queue: AGENT["TASK_QUEUE"]
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="redis://127.0.0.1:6379/6")
 CELERY_TASK_IGNORE_RESULT = True
-CELERY_TASK_DEFAULT_QUEUE = env.str("AGENT_TEST_QUEUE", default="agent-tests")
+CELERY_TASK_DEFAULT_QUEUE = test_queue  # and anything else sent here stays on this run's queue too
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # as the README's: a worker holds no turn it cannot start
 CELERY_BEAT_SCHEDULE = {
     "agent-sweep-turns": {"task": "agent.sweep_turns", "schedule": 10.0},
     "agent-purge": {"task": "agent.purge_chats", "schedule": 24 * 3600.0},
@@ -80,4 +82,4 @@ USE_TZ = True
 STATIC_URL = "static/"
 MEDIA_ROOT = env.str("AGENT_TEST_MEDIA_ROOT", default="/tmp/agent-tests-media")  # never the source tree
 
-AGENT = {"SESSION_WRITE_MODULES": ["notes"], "MODEL_MAX_RETRIES": 0, "LOGOUT_URL": "logout"}
+AGENT = {"SESSION_WRITE_MODULES": ["notes"], "MODEL_MAX_RETRIES": 0, "LOGOUT_URL": "logout", "TASK_QUEUE": test_queue}

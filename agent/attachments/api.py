@@ -91,7 +91,7 @@ def _too_many() -> ValidationError:
 
 def queue_processing(attachment_id: Any) -> None:
     """Queue the file's one extraction by the task's stable name (ids in)."""
-    current_app.send_task(PROCESS_TASK, args=[str(attachment_id)])
+    current_app.send_task(PROCESS_TASK, args=[str(attachment_id)], queue=agent_settings.TASK_QUEUE)
 
 
 def _head(uploaded_file: Any) -> bytes:

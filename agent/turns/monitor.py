@@ -78,11 +78,15 @@ def sweep(conversation_id: Any = None) -> int:
 
 
 def queue(turn: Turn) -> None:
-    """Send the turn's ref to a worker, by the task's stable name, with the deadline as Celery's
-    soft time limit."""
+    """Send the turn's ref to a worker of this site, by the task's stable name, with the deadline as
+    Celery's soft time limit."""
     soft = agent_settings.TURN_DEADLINE_S + agent_settings.STOP_GRACE_S
     current_app.send_task(
-        RUN_TURN, args=(str(turn.pk),), soft_time_limit=soft, time_limit=soft + agent_settings.STOP_GRACE_S
+        RUN_TURN,
+        args=(str(turn.pk),),
+        queue=agent_settings.TASK_QUEUE,
+        soft_time_limit=soft,
+        time_limit=soft + agent_settings.STOP_GRACE_S,
     )
 
 

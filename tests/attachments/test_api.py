@@ -205,7 +205,9 @@ def test_processing_is_queued_on_commit(
     ref: SessionRef, chat: Any, django_capture_on_commit_callbacks: Any, monkeypatch: Any
 ) -> None:
     sent: list[tuple[str, list[str]]] = []
-    monkeypatch.setattr("agent.attachments.api.current_app.send_task", lambda name, args: sent.append((name, args)))
+    monkeypatch.setattr(
+        "agent.attachments.api.current_app.send_task", lambda name, args, **_: sent.append((name, args))
+    )
     with django_capture_on_commit_callbacks(execute=True):
         attachment = add(ref, chat)
     assert sent == [("agent.process_attachment", [str(attachment.pk)])]

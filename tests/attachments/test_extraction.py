@@ -32,7 +32,7 @@ HEAD_ROW = b'<row r="1"><c r="A1" t="inlineStr"><is><t>head</t></is></c></row>'
 def queued(monkeypatch: Any) -> list[str]:
     """The task is run here, by each test; what would have gone to a worker is only recorded."""
     sent: list[str] = []
-    monkeypatch.setattr("agent.attachments.api.current_app.send_task", lambda name, args: sent.extend(args))
+    monkeypatch.setattr("agent.attachments.api.current_app.send_task", lambda name, args, **options: sent.extend(args))
     return sent
 
 

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def queued(monkeypatch: Any) -> list[str]:
     sent: list[str] = []
-    monkeypatch.setattr("agent.attachments.api.current_app.send_task", lambda name, args: sent.extend(args))
+    monkeypatch.setattr("agent.attachments.api.current_app.send_task", lambda name, args, **options: sent.extend(args))
     return sent
 
 

@@ -30,6 +30,8 @@ from django.db import connection
 from websockets.exceptions import ConnectionClosed, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
+from agent.conf import agent_settings
+
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 START_TIMEOUT_S = 60  # a cold start on two busy cores
@@ -41,7 +43,7 @@ CLOSE_SESSION_ENDED = 4401
 
 def run_artifacts() -> Path:
     """This run's logs: one folder per test queue, so suites run side by side in one tree keep theirs."""
-    return ARTIFACTS / settings.CELERY_TASK_DEFAULT_QUEUE
+    return ARTIFACTS / agent_settings.TASK_QUEUE
 
 
 def free_port() -> int:
@@ -234,7 +236,7 @@ class Stack:
         self.directory = run_artifacts() / name
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
-        self.queue = queue or settings.CELERY_TASK_DEFAULT_QUEUE
+        self.queue = queue or agent_settings.TASK_QUEUE
         self.broker_url = broker_url or settings.CELERY_BROKER_URL
         self.agent = dict(agent or {})
         self.cwd = cwd
@@ -275,6 +277,8 @@ class Stack:
                 "prefork",
                 "-c",
                 "2",
+                "-O",
+                "fair",
                 "-Q",
                 self.queue,
                 "-n",

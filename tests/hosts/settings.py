@@ -9,7 +9,7 @@ come from the environment, as for the rest of the suite.
 import os
 
 from tests.settings import *  # noqa: F401,F403
-from tests.settings import AGENT, CELERY_TASK_DEFAULT_QUEUE
+from tests.settings import AGENT
 
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -28,6 +28,7 @@ STORAGES = {
         },
     },
 }
-AGENT = {**AGENT, "ATTACHMENT_STORAGE": "agent_files"}
+SENDS_TO = os.environ.get("AGENT_HOSTS_SENDS_TO") or AGENT["TASK_QUEUE"]
+AGENT = {**AGENT, "ATTACHMENT_STORAGE": "agent_files", "TASK_QUEUE": SENDS_TO}
 MEDIA_ROOT = os.environ["AGENT_HOSTS_MEDIA_ROOT"]
-CELERY_TASK_DEFAULT_QUEUE = os.environ.get("AGENT_HOSTS_SENDS_TO") or CELERY_TASK_DEFAULT_QUEUE
+CELERY_TASK_DEFAULT_QUEUE = SENDS_TO

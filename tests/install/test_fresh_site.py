@@ -27,6 +27,7 @@ import psycopg
 import pytest
 from django.conf import settings
 
+from agent.conf import agent_settings
 from tests.live_site import (
     Visitor,
     frames_until,
@@ -55,6 +56,7 @@ SITE_FILES = {
     "todo/tools.py",
 }
 PIP_CACHE = Path(os.environ.get("PIP_CACHE_DIR") or Path.home() / ".cache" / "pip")
+README_QUEUE = "agent"  # the queue the README's settings name and its worker takes
 USER, PASSWORD = "alice", "a-long-test-password-1"
 ADMIN, ADMIN_PASSWORD = "admin", "a-long-admin-password-1"
 
@@ -199,6 +201,7 @@ class Site:
         self.logs.mkdir(parents=True, exist_ok=True)
         work.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
+        self.queue = README_QUEUE
         db = settings.DATABASES["default"]
         self.server = {
             "host": db["HOST"] or "127.0.0.1",
@@ -245,7 +248,17 @@ class Site:
             else:
                 serve += [line for line in step.text.splitlines() if line.strip()]
         assert [line.split()[0] for line in serve] == ["daphne", "celery", "celery"]
+        worker = shlex.split(serve[1])
+        assert worker[worker.index("-Q") + 1] == README_QUEUE, "the worker takes another queue"
+        assert worker[worker.index("-O") + 1] == "fair", "the worker holds turns for busy children"
+        self.queue_on(agent_settings.TASK_QUEUE)
         return serve
+
+    def queue_on(self, queue: str) -> None:
+        """This run's own Celery queue in place of the README's, so no other suite's worker takes its tasks."""
+        with open(self.cwd / "mysite" / "settings.py", "a") as file:
+            file.write(f"\n\nAGENT['TASK_QUEUE'] = {queue!r}  # the test run's queue\n")
+        self.queue = queue
 
     def run_line(self, line: str) -> None:
         words = shlex.split(line)
@@ -299,6 +312,8 @@ site.save()
         words = shlex.split(command)
         if words[0] == "daphne":
             words[words.index("-p") + 1] = str(self.port)
+        if "-Q" in words:
+            words[words.index("-Q") + 1] = self.queue
         name = words[0] if words[0] == "daphne" else f"celery-{words[3]}"
         executable = self.python.parent / words[0]
         return start([str(executable), *words[1:]], log=self.logs / f"{name}.log", cwd=self.cwd, env=self.env)

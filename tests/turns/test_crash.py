@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
 from agent import turns
 from agent.access import SessionRef
+from agent.conf import agent_settings
 from agent.models import AIRequest, Lock, Turn
 from agent.turns import monitor
 from tests.model_server import ScriptedModelServer, answer
@@ -34,12 +34,12 @@ def worker_process(django_db_setup: Any) -> Iterator[subprocess.Popen[bytes]]:
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "tests.settings",
         "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-        "AGENT_TEST_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE,
+        "AGENT_TEST_QUEUE": agent_settings.TASK_QUEUE,
     }
     from tests.celery_app import app
 
     with app.connection_for_write() as conn:
-        conn.default_channel.queue_purge(settings.CELERY_TASK_DEFAULT_QUEUE)
+        conn.default_channel.queue_purge(agent_settings.TASK_QUEUE)
     process = subprocess.Popen(
         [
             sys.executable,
@@ -53,7 +53,7 @@ def worker_process(django_db_setup: Any) -> Iterator[subprocess.Popen[bytes]]:
             "-c",
             "1",
             "-Q",
-            settings.CELERY_TASK_DEFAULT_QUEUE,
+            agent_settings.TASK_QUEUE,
             "--without-gossip",
             "--without-mingle",
             "--without-heartbeat",

@@ -92,12 +92,14 @@ class Command(BaseCommand):
 
 def _start_worker() -> None:
     """A Celery worker on threads, and the sweep every 10 s, inside this process."""
+    from agent.conf import agent_settings
     from agent.tasks import sweep_turns
     from agent_project.celery import app
 
     worker = app.WorkController(
         pool_cls="threads",
         concurrency=4,
+        queues=[agent_settings.TASK_QUEUE],
         loglevel="WARNING",
         without_heartbeat=True,
         without_mingle=True,
