@@ -22,6 +22,7 @@ from channels.layers import get_channel_layer
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models.functions import Now
 from django.db.models.signals import post_save, pre_save
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -366,7 +367,7 @@ def append_message(
         events.message_added(conversation_id, message.pk)
         return message
     with transaction.atomic(savepoint=False):
-        if lease is not None and not _lease_held(lease, now, lock=True):
+        if lease is not None and not _lease_held(lease, lock=True):
             raise LeaseLost()
         message.seq = _advance_chat(conversation_id, now, title)
         message.save(force_insert=True)
@@ -385,7 +386,7 @@ def _store_in_one(
     chat, lock = Conversation._meta, Lock._meta
     params: list[Any] = []
     if lease is not None:
-        params += [lease[0], _prep(lock, "holder", lease[1]), _prep(lock, "expires_at", now)]
+        params += [lease[0], _prep(lock, "holder", lease[1])]
     at = _prep(chat, "last_message_at", now)
     params += [at, at, title, _prep(chat, "id", message.conversation_id), Conversation.Status.DELETED]
     for field in _inserted_fields():
@@ -398,16 +399,16 @@ def _store_in_one(
         row = cursor.fetchone()
     if row is not None:
         return int(row[0])
-    if lease is not None and not _lease_held(lease, now, lock=False):
+    if lease is not None and not _lease_held(lease, lock=False):
         raise LeaseLost()
     raise NotFound()
 
 
-def _lease_held(lease: tuple[str, Any], now: datetime, *, lock: bool) -> bool:
-    """Whether ``holder`` still has the lease; with ``lock``, its row stays locked to the end of the
-    transaction, so no takeover can land before the writes that follow."""
+def _lease_held(lease: tuple[str, Any], *, lock: bool) -> bool:
+    """Whether ``holder`` still has the lease, by the database's clock; with ``lock``, its row stays
+    locked to the end of the transaction, so no takeover can land before the writes that follow."""
     name, holder = lease
-    rows = Lock.objects.filter(name=name, holder=holder, expires_at__gt=now)
+    rows = Lock.objects.filter(name=name, holder=holder, expires_at__gt=Now())
     return (rows.select_for_update() if lock else rows).exists()
 
 
@@ -429,7 +430,8 @@ def _store_sql(fenced: bool, link_turn: bool) -> str:
     if fenced:
         fence = (
             f"agent_fence AS MATERIALIZED (SELECT 1 FROM {quote(lock.db_table)}"
-            f" WHERE {quote('name')} = %s AND {quote('holder')} = %s AND {quote('expires_at')} > %s FOR UPDATE), "
+            f" WHERE {quote('name')} = %s AND {quote('holder')} = %s"
+            f" AND {quote('expires_at')} > STATEMENT_TIMESTAMP() FOR UPDATE), "  # the database's clock, as leases are
         )
     columns = [quote(Message._meta.get_field("seq").column)] + [quote(f.column) for f in _inserted_fields()]
     values = [f"agent_chat.{quote('message_count')}"] + ["%s"] * (len(columns) - 1)

@@ -112,3 +112,17 @@ def test_a_message_sends_pre_save_and_post_save_as_a_save_would(chat: Any) -> No
         pre_save.disconnect(before, sender=Message)
         post_save.disconnect(after, sender=Message)
     assert heard == [("pre_save", 0, False), ("post_save", 1, True)]
+
+
+@pytest.mark.parametrize("skew", [timedelta(minutes=-5), timedelta(minutes=5)])
+def test_the_fence_reads_the_databases_clock_not_the_hosts(chat: Any, monkeypatch: Any, skew: timedelta) -> None:
+    # given: a lease that ran out a second ago by the database's clock, and one still live
+    gone, live = _lease(chat, uuid.uuid4(), seconds=-1), (f"chat:other-{chat.pk}", uuid.uuid4())
+    Lock.objects.create(name=live[0], holder=live[1], expires_at=timezone.now() + timedelta(seconds=30))
+    # when: this host's clock runs minutes off the database's
+    real = timezone.now
+    monkeypatch.setattr(timezone, "now", lambda: real() + skew)
+    # then: the run-out lease fences the write out and the live one lets it through, whichever way the clock is off
+    with pytest.raises(LeaseLost):
+        append_message(chat.pk, role=Message.Role.ASSISTANT, content="late", lease=gone)
+    assert append_message(chat.pk, role=Message.Role.ASSISTANT, content="in time", lease=live).content == "in time"
