@@ -505,6 +505,21 @@ def test_a_stop_before_any_text_keeps_nothing_and_never_runs_a_tool_call_half_re
     assert counter == []
 
 
+def test_a_stop_during_a_tool_call_keeps_the_text_before_it_and_never_runs_the_call(
+    ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer, counter: list[Any]
+) -> None:
+    endpoint.timeout_s = 30
+    endpoint.save()
+    reply = {**tool_calls(("count_me", {"n": 12345}), content="Let me count."), "pauses": {3: PAUSE_S}}
+    turn = stop_during_the_pause(ref, chat, model_server, reply, paused_at=3)  # after half the call's arguments
+    assert turn.status == Turn.Status.STOPPED
+    assert [(m.role, m.content, m.tool_calls, m.partial) for m in messages_of(chat)][1:] == [
+        ("assistant", "Let me count.", None, True),
+        ("notice", "", None, False),
+    ]
+    assert counter == []
+
+
 def test_a_marker_beginning_at_the_end_of_a_stopped_stream_is_not_kept(
     ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer
 ) -> None:
