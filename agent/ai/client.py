@@ -144,7 +144,8 @@ def complete(
 
     With ``on_chunk``, an endpoint that streams (``supports_streaming``) is asked to: each chunk
     calls it with the answer's text so far, and whatever it raises ends the call (journalled
-    as ``interrupted``) and reaches the caller as it was raised. While a stream is read, a
+    as ``interrupted``) and reaches the caller as it was raised, its ``request_id`` set to the
+    journal row's (so the caller can link what it keeps of the answer). While a stream is read, a
     watchdog thread calls ``watch`` about every ``WATCH_EVERY_S`` and looks at the deadline,
     also while the model sends nothing: what ``watch`` raises ends the call as ``on_chunk``'s
     would, and the deadline as ``AIError("deadline")``, each within a moment, the connection cut.
@@ -181,7 +182,8 @@ def complete(
             completion = _read(_create(endpoint, body, deadline), endpoint, started)
     except Interrupted as interrupted:
         code = "deadline" if _seconds_left(deadline) <= 0 else "interrupted"
-        _fail(journal, AIError(code), started, _spent(endpoint, messages, assembly))
+        failed = _fail(journal, AIError(code), started, _spent(endpoint, messages, assembly))
+        interrupted.reason.request_id = failed.request_id  # type: ignore[attr-defined]
         raise interrupted.reason from None
     except AIError as error:
         raise _fail(journal, error, started, _spent(endpoint, messages, assembly)) from None

@@ -84,6 +84,9 @@ class Message(models.Model):
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
     cost_usd = models.DecimalField(max_digits=14, decimal_places=8, null=True, blank=True)
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    partial = models.BooleanField(
+        _("partial"), default=False, help_text=_("An answer cut short by a stop or the deadline: what the user saw.")
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -31,7 +31,7 @@ from ..attachments import pictures
 from ..conf import agent_settings
 from ..conversations import LeaseLost, append_message
 from ..errors import Forbidden, NotFound, Refusal
-from ..models import AgentSettings, Confirmation, Conversation, Lock, Message, Turn
+from ..models import AgentSettings, AIRequest, Confirmation, Conversation, Lock, Message, Turn
 from ..tools import execute_as, registry, visible_for
 from . import history, locks, monitor, stream
 from .prompt import system_prompt
@@ -47,6 +47,8 @@ class End:
 
 
 class TurnEnded(Exception):
+    request_id: Any = None  # set by ``complete`` when it ended a model call: the call's journal row
+
     def __init__(self, end: End) -> None:
         super().__init__(end.status)
         self.end = end
@@ -218,8 +220,12 @@ class TurnRunner:
                     on_chunk=draft,
                     watch=draft.watch,
                 )
+        except TurnEnded as ended:  # what the turn's check raised while the model wrote
+            self._keep_partial(ended.end, answer_id, draft.text, ended.request_id)
+            raise
         except AIError as error:
             if error.code == "deadline":
+                self._keep_partial(End(Status.DEADLINE), answer_id, draft.text, error.request_id)
                 raise TurnEnded(End(Status.DEADLINE)) from None
             if number == 1 and self.pictures and pictures.refused_pictures(error):
                 self._take_pictures_off(pictures_only=True)  # refused with them: once more, without (SPEC §9.1)
@@ -231,7 +237,11 @@ class TurnRunner:
                 params.update(limits.standing(scope.user, error.limit).params())
             self._notice(notices.MODEL_FAILED, params, ai_request_id=journal_row)
             raise TurnEnded(End(Status.FAILED, "model_failed")) from None
-        self.verify()  # rights lost or a stop asked during the model call: nothing more from it
+        try:
+            self.verify()  # rights lost or a stop asked during the model call: nothing more from it
+        except TurnEnded as ended:
+            self._keep_partial(ended.end, answer_id, draft.text, completion.request_id)
+            raise
         content, off_purpose = guard.cut_marker(completion.content, self.marker_nonce)
         calls = [c for c in completion.tool_calls if c.name]
         if not content.strip() and not calls:
@@ -390,6 +400,25 @@ class TurnRunner:
         self.this_turn.append(entry)
         return message
 
+    def _keep_partial(self, end: End, answer_id: uuid.UUID, shown: str, request_id: Any) -> None:
+        """On a stop or the deadline, the answer as far as it had streamed (``shown``: the draft,
+        a marker it may be beginning held back) is stored, the call's journal row linked to it.
+
+        Nothing on a revocation (the user may no longer see it), nothing when no text had come,
+        and never a tool call: those that came were not all received, or are not to run.
+        """
+        if end.status not in (Status.STOPPED, Status.DEADLINE) or not shown.strip():
+            return
+        usage_of_call = AIRequest.objects.filter(pk=request_id).values(*_PARTIAL_USAGE).first() if request_id else None
+        self._store(
+            id=answer_id,
+            role=Message.Role.ASSISTANT,
+            content=shown,
+            partial=True,
+            ai_request_id=request_id,
+            **(usage_of_call or {}),
+        )
+
     def _store_result(self, call: ToolCall, outcome: str, result: Any, card: Any, answer: Message, number: int) -> None:
         text = json.dumps(result, ensure_ascii=False, default=str)  # what the model is sent, and stored
         limit = agent_settings.TOOL_RESULT_CHARS
@@ -471,6 +500,10 @@ class TurnRunner:
                 "agent turn %s: a %s message was refused (%s)", self.turn.pk, fields.get("role"), type(error).__name__
             )
             raise StoreFailed() from None
+
+
+_PARTIAL_USAGE = ("model", "input_tokens", "output_tokens", "cost_usd", "latency_ms")
+"""What a partial answer takes from its call's journal row: the usage, or its estimate."""
 
 
 def _turn_columns(*, budget: bool) -> dict[str, Any]:

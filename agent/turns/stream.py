@@ -1,9 +1,10 @@
 """The answer while the model writes it (SPEC §16): drafts to the chat's tabs, checks between chunks.
 
-A draft is never stored. The tabs get the text so far at most once per
-``STREAM_INTERVAL_MS``: the first chunk's at once, the rest as the interval
-allows, the last of a burst when the interval ends. The stored answer, or
-the turn's end, replaces the draft in the page.
+A draft is not stored while it streams. The tabs get the text so far at most
+once per ``STREAM_INTERVAL_MS``: the first chunk's at once, the rest as the
+interval allows, the last of a burst when the interval ends. The stored
+answer, or the turn's end, replaces the draft in the page; a stop or the
+deadline stores ``Draft.text`` (what the tabs may see) as a partial answer.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Answers stream into the page: a draft formatted as answers are while the model writes, then the stored answer."""
+"""Answers stream into the page: a draft formatted as answers are while the model writes, then the stored
+answer; a stop keeps the words shown as a partial answer."""
 
 from __future__ import annotations
 
@@ -90,23 +91,38 @@ def test_every_tab_of_the_chat_sees_the_draft_and_then_the_one_answer(
     assert Message.objects.filter(role="assistant").count() == 1
 
 
-def test_stop_mid_stream_drops_the_draft_and_stores_no_answer(tab, user, endpoint, model_server):
+def test_stop_mid_stream_keeps_the_words_shown_marked_stopped_and_they_survive_a_reload(
+    tab, user, endpoint, model_server
+):
     model_server.push(answer(SLOW_ANSWER, chunk_delay=0.15))
     sign_in(tab, user)
     send(tab, "write slowly")
-    see_a_partial_draft(tab)
+    shown = see_a_partial_draft(tab)
 
     tab.locator("#stop").click()
 
-    expect(tab.locator("#draft")).to_be_hidden()
     expect(tab.locator('[data-notice-code="stopped"] .notice-text')).to_have_text("Stopped.")
     expect(tab.locator("#composer-text")).to_be_enabled(timeout=5_000)
     expect(tab.locator("#stop")).to_be_hidden()
-    turn = Turn.objects.get()
-    assert turn.status not in Turn.LIVE
-    assert not stored_answers()
-    expect(tab.locator("#draft")).to_be_hidden()  # no late draft came back after the turn ended
-    expect(tab.locator(".msg-assistant")).to_have_count(0)
+    assert Turn.objects.get().status == Turn.Status.STOPPED
+    kept = Message.objects.get(role="assistant")
+    # the draft shows the Markdown formatted, so the words shown are the stored text without its marks
+    assert kept.partial and kept.content.replace("**", "").startswith(shown) and len(kept.content) < len(SLOW_ANSWER)
+    for moment in ("as it stopped", "after a reload"):
+        if moment == "after a reload":
+            tab.reload()
+        # the words shown, rendered as an answer with its mark, then the stopped notice
+        expect(tab.locator("#draft")).to_be_hidden()
+        partial = tab.locator("#message-log .msg-assistant.msg-partial")
+        expect(partial).to_have_count(1)
+        expect(partial.locator(".bubble.markdown")).to_have_text(kept.content.replace("**", ""))
+        expect(partial.locator(".bubble.markdown strong")).to_have_text("bold")
+        expect(partial.locator(".msg-partial-mark")).to_have_text("Stopped")
+        expect(tab.locator('[data-notice-code="stopped"]')).to_be_visible()
+        kinds = tab.locator("#message-log > .msg").evaluate_all(
+            "elements => elements.map((e) => e.dataset.noticeCode || e.classList[1])"
+        )
+        assert kinds == ["msg-user", "msg-assistant", "stopped"], moment
 
 
 def test_a_stream_cut_off_midway_drops_the_draft_and_offers_retry(tab, user, endpoint, model_server):

@@ -46,6 +46,7 @@ def test_add_message_reads_only_the_content(ref: SessionRef, chat: Conversation)
         "output_tokens": 99,
         "cost_usd": "9.9",
         "model": "gpt",
+        "partial": True,
         "seq": 77,
         "conversation": "elsewhere",
     }
@@ -54,6 +55,7 @@ def test_add_message_reads_only_the_content(ref: SessionRef, chat: Conversation)
     assert message.tool_calls is None and message.tool_result is None
     assert (message.tool_name, message.tool_outcome, message.notice_code, message.model) == ("", "", "", "")
     assert (message.input_tokens, message.output_tokens, message.cost_usd) == (None, None, None)
+    assert message.partial is False
 
 
 def test_add_message_stores_the_text_unstripped(ref: SessionRef, chat: Conversation) -> None:
@@ -234,6 +236,15 @@ def test_a_non_tool_message_has_no_tool_summary(chat: Conversation) -> None:
     message = append_message(chat.pk, role=Message.Role.USER, content="hi")
     view = client_view(message)
     assert view["tool_summary"] is None and view["tool_result"] is None and view["tool_calls"] is None
+
+
+def test_the_client_view_says_whether_an_answer_was_cut_short(ref: SessionRef, chat: Conversation) -> None:
+    whole = append_message(chat.pk, role=Message.Role.ASSISTANT, content="All of it.")
+    cut = append_message(chat.pk, role=Message.Role.ASSISTANT, content="Half of", partial=True)
+    assert (client_view(whole)["partial"], client_view(cut)["partial"]) == (False, True)
+    listed = list_messages(ref, chat.pk, impersonated=False)
+    assert [m["partial"] for m in listed] == [False, True]
+    assert get_message(ref, chat.pk, cut.pk, impersonated=False)["partial"] is True
 
 
 def test_a_message_created_directly_is_seen_the_same_way(chat: Conversation) -> None:

@@ -11,7 +11,7 @@ import pytest
 from celery.exceptions import SoftTimeLimitExceeded
 
 from agent import turns
-from agent.models import AIRequest, Turn
+from agent.models import AIRequest, Message, Turn
 from agent.tasks import run_turn
 from tests.model_server import answer, error, tool_calls
 
@@ -56,7 +56,9 @@ def test_an_attempt_never_waits_past_the_deadline(ref, chat, endpoint, model_ser
     assert AIRequest.objects.get().error_code == "deadline"
 
 
-def test_a_stream_still_coming_at_the_deadline_is_cut_there_and_nothing_of_it_stored(ref, chat, endpoint, model_server):
+def test_a_stream_still_coming_at_the_deadline_is_cut_there_and_what_came_kept_as_partial(
+    ref, chat, endpoint, model_server
+):
     # given a model that streams for far longer than the turn has left
     model_server.push(answer(" ".join(["word"] * 100), chunk_delay=0.05))
     with agent_conf(TURN_DEADLINE_S=1):
@@ -65,7 +67,9 @@ def test_a_stream_still_coming_at_the_deadline_is_cut_there_and_nothing_of_it_st
         run_turn(str(turn.pk))
     assert time.monotonic() - began < 2
     assert Turn.objects.get(pk=turn.pk).status == Turn.Status.DEADLINE
-    assert shape(chat) == [("user", ""), ("notice", "deadline")]
+    assert shape(chat) == [("user", ""), ("assistant", ""), ("notice", "deadline")]
+    kept = Message.objects.get(conversation=chat, role="assistant")
+    assert kept.partial and 0 < kept.content.count("word") < 100
     assert AIRequest.objects.get().error_code == "deadline"
 
 

@@ -145,6 +145,14 @@ function messageElement(view) {
     body.classList.add("markdown");
     body.innerHTML = view.html; // sanitised on the server: raw HTML escaped, unsafe links dropped
     dressAnswer(body);
+    if (view.partial) {
+      // Cut short by a stop or the deadline: kept as far as it had come, and marked so.
+      element.classList.add("msg-partial");
+      const mark = document.createElement("span");
+      mark.className = "msg-partial-mark";
+      mark.textContent = gettext("Stopped");
+      element.append(mark);
+    }
     element.append(timeElement(view.created_at));
     return element;
   }
