@@ -128,7 +128,15 @@ def _english() -> Any:
         yield
 
 
-POOLED = ("turns/", "attachments/", "test_admin.py", "faults/test_worker_crash.py", "faults/test_lost_turn.py")
+POOLED = (
+    "turns/",
+    "attachments/",
+    "admin/",
+    "test_admin.py",
+    "hosts/",  # two hosts, their files in S3, their database through the pooler
+    "faults/test_worker_crash.py",
+    "faults/test_lost_turn.py",
+)
 """Where the tests that ``.ci/pooler`` runs again behind PgBouncer live: each of them that touches the database."""
 NOT_POOLED = (
     "attachments/test_extraction.py",  # the parsers' own time; the statements around them are the API's
