@@ -29,7 +29,7 @@ STALLED_AFTER_TIMEOUTS = 10
 @receiver(post_delete, sender=Attachment)
 def _delete_stored_file(sender: Any, instance: Attachment, **kwargs: Any) -> None:
     name = instance.file.name
-    if name:
+    if name and not Attachment.objects.filter(file=name).exists():  # a message's new version shares its files
         storage = instance.file.storage
         transaction.on_commit(lambda: _delete_quietly(storage, name))
 

@@ -24,7 +24,7 @@ from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
-from .. import attachments, confirmations, events, notices
+from .. import confirmations, events, notices
 from ..access import Columns, Scope, SessionRef, authorize_with, slot
 from ..ai import AIError, Completion, ToolCall, complete, endpoints, guard, limits, usage
 from ..attachments import pictures
@@ -33,7 +33,7 @@ from ..conversations import LeaseLost, append_message
 from ..errors import Forbidden, NotFound, Refusal
 from ..models import AgentSettings, Confirmation, Conversation, Lock, Message, Turn
 from ..tools import execute_as, registry, visible_for
-from . import history, locks, monitor, stream
+from . import history, locks, monitor, stream, versions
 from .prompt import system_prompt
 
 logger = logging.getLogger(__name__)
@@ -154,7 +154,7 @@ class TurnRunner:
             with self.fenced():  # before the chat is read (SPEC §4)
                 confirmations.settle_lapsed(self.turn.conversation_id)
         limit = agent_settings.HISTORY_CHARS
-        if self.turn.attachment_ids:
+        if self.turn.attachment_ids or self.turn.user_message_id:
             files = self._store_users_message_with_files()
             current = {"role": "user", "content": history.user_content(self.turn.text, files, limit)}
             self.history = history.load(self.turn.conversation_id, current, limit, before_seq=self.user_message.seq)
@@ -393,16 +393,22 @@ class TurnRunner:
 
     def _store_users_message_with_files(self) -> list[Any]:
         """The user's message and the link of its files, in one fenced transaction; the files
-        linked (those the user removed meanwhile are not)."""
+        linked (those the user removed meanwhile are not). A turn that answers a stored message
+        again stores none: it reads that one and its files."""
+        if self.turn.user_message_id:
+            self.user_message, files = versions.asked_again(self.turn)
+            return files
         with self.fenced():
             self.user_message = self._store(
                 role=Message.Role.USER, content=self.turn.text, title_from=self.turn.text, users_own=True
             )
-            return attachments.link(self.turn, self.user_message)
+            return versions.link_files(self.turn, self.user_message)
 
     def _without_pictures_end(self) -> End:
-        """A model not known to take images is never called: the files go back to the composer."""
-        pictures.unlink(self.user_message)
+        """A model not known to take images is never called: the files go back to the composer
+        (those of a message answered again stay with it)."""
+        if self.user_message.turn_id == self.turn.pk:
+            pictures.unlink(self.user_message)
         self._notice("pictures_not_seen")
         return End(Status.FINISHED, "pictures_not_seen")
 
