@@ -1,4 +1,4 @@
-/* The composer: sending (with the outbox that keeps the user's words), Stop, Retry and Edit, the turn's state.
+/* The composer: sending (with the outbox that keeps the user's words), Stop, the turn's state.
  *
  * An ES module of the chat page (no build step, strict CSP: no inline script or style).
  */
@@ -6,7 +6,7 @@
 import { refusalText, showBanner, state, ui } from "./page.js";
 import { api, errorText, urlFor } from "./api.js";
 import { openChat, putChat, refreshDetail, showList } from "./chats.js";
-import { bubble, catchUp, dropDraft } from "./messages.js";
+import { bubble, catchUp, dropDraft, setActionsEnabled } from "./messages.js";
 
 export function signedOut(code) {
   if (state.signedOut) {
@@ -35,41 +35,9 @@ export function updateComposer() {
   showMessageActions();
 }
 
-const RETRYABLE = new Set(["model_failed", "max_rounds", "stopped", "deadline", "interrupted"]);
-
 export function showMessageActions() {
-  ui.log.querySelectorAll(".msg-again").forEach((button) => button.remove());
-  const idle = !state.turn && !state.sending && !state.signedOut && !state.outboxes.has(state.current);
-  if (!idle) {
-    return;
-  }
-  const last = ui.log.lastElementChild;
-  const lastUser = Array.from(ui.log.querySelectorAll(".msg-user")).pop();
-  if (!lastUser) {
-    return;
-  }
-  const words = state.messages.get(lastUser.dataset.id).content;
-  if (last && last.classList.contains("msg-notice") && RETRYABLE.has(last.dataset.noticeCode)) {
-    last.append(againButton("msg-retry", gettext("Retry"), gettext("Send your last message again"), () => {
-      send(words);
-    }));
-  }
-  lastUser.append(againButton("msg-edit", gettext("Edit"), gettext("Edit your last message and send it again"), () => {
-    ui.text.value = words;
-    ui.composerNote.textContent = gettext("Sending makes a new turn; your earlier message stays in the chat.");
-    ui.text.focus();
-    ui.text.setSelectionRange(words.length, words.length);
-  }));
-}
-
-function againButton(className, text, label, action) {
-  const button = document.createElement("button");
-  button.type = "button";
-  button.className = "button-small msg-again " + className;
-  button.textContent = text;
-  button.title = label;
-  button.addEventListener("click", action);
-  return button;
+  // A message's Edit, Regenerate and version arrows (messages.js) wait while a turn runs.
+  setActionsEnabled(!state.turn && !state.sending && !state.signedOut && !state.outboxes.has(state.current));
 }
 
 export function setTurn(turnId) {
@@ -185,10 +153,8 @@ function putBack(text) {
   updateComposer();
 }
 
-export async function send(again) {
-  // `again`: the words of an earlier turn, sent as a new one (Retry); the composer keeps what it holds.
-  const retry = typeof again === "string";
-  const text = retry ? again : ui.text.value;
+export async function send() {
+  const text = ui.text.value;
   if (!text.trim() || state.turn || state.sending || state.signedOut || state.outboxes.has(state.current)) {
     return;
   }
@@ -197,9 +163,7 @@ export async function send(again) {
   state.outboxes.set(box.chat, box);
   ui.composerError.textContent = "";
   ui.composerNote.textContent = "";
-  if (!retry) {
-    ui.text.value = "";
-  }
+  ui.text.value = "";
   showOutbox();
   updateComposer();
   try {
@@ -217,7 +181,7 @@ export async function send(again) {
       state.outboxes.set(box.chat, box);
       await openChat(box.chat, { push: true, fresh: true });
     }
-    const files = retry || !state.files ? [] : state.files.readyIds();
+    const files = !state.files ? [] : state.files.readyIds();
     const data = await api("POST", urlFor("send", box.chat), { text: text, attachment_ids: files });
     box.turn = data.turn.id;
     if (files.length) {
