@@ -480,7 +480,8 @@ def _advance_chat(conversation_id: Any, now: datetime, title: str, message_id: A
         if row is None:
             raise NotFound()
         cursor.execute(
-            f"UPDATE {quote(meta.db_table)} SET line_end = %s WHERE id = %s", [_prep(meta, "line_end", message_id), chat_id]
+            f"UPDATE {quote(meta.db_table)} SET line_end = %s WHERE id = %s",
+            [_prep(meta, "line_end", message_id), chat_id],
         )
     return int(row[0]), meta.get_field("line_end").to_python(row[1])
 
@@ -536,7 +537,7 @@ def client_views(messages: Iterable[Message], *, versions: bool = False) -> list
         view["files"] = files.get(view["id"], [])
     if versions and rows:
         siblings = _siblings(rows)
-        for row, view in zip(rows, views):
+        for row, view in zip(rows, views, strict=True):
             view["versions"] = versions_view(row.pk, siblings.get(row.parent_id, []))
     return views
 

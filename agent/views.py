@@ -356,9 +356,7 @@ def turn_edit(request: HttpRequest, ref: SessionRef, impersonated: bool, convers
 
 @require_POST
 @api
-def turn_regenerate(
-    request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str
-) -> dict[str, Any]:
+def turn_regenerate(request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str) -> dict[str, Any]:
     """Another answer to the user's message that ``message`` answers."""
     turn = turns.regenerate(
         ref, conversation_id, _body(request).get("message"), impersonated=impersonated, language=get_language()

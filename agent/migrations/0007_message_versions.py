@@ -67,7 +67,9 @@ class Migration(migrations.Migration):
         migrations.RunSQL(END_LINES, migrations.RunSQL.noop),
         migrations.AddIndex(
             model_name="message",
-            index=models.Index(condition=models.Q(("active", True)), fields=["conversation", "seq"], name="agent_msg_line"),
+            index=models.Index(
+                condition=models.Q(("active", True)), fields=["conversation", "seq"], name="agent_msg_line"
+            ),
         ),
         migrations.AddIndex(
             model_name="message",

@@ -91,10 +91,22 @@ class Message(models.Model):
     # message left it, so a switch brings back the same line. Rows go only with their chat, so
     # neither link is a database constraint.
     parent = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="+",
     )
     last_child = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="+",
     )
     active = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now)

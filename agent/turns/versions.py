@@ -60,7 +60,9 @@ def regenerate(
     """
     from . import start
 
-    return start(ref, conversation_id, None, impersonated=impersonated, language=language, branch=_Regenerate(message_id))
+    return start(
+        ref, conversation_id, None, impersonated=impersonated, language=language, branch=_Regenerate(message_id)
+    )
 
 
 def switch_version(ref: SessionRef, conversation_id: Any, message_id: Any, *, impersonated: bool) -> bool:
@@ -118,9 +120,7 @@ class _Regenerate:
         if output.role == Message.Role.USER:
             raise NotFound()
         asked = (
-            Message.objects.filter(
-                conversation=conversation, active=True, role=Message.Role.USER, seq__lt=output.seq
-            )
+            Message.objects.filter(conversation=conversation, active=True, role=Message.Role.USER, seq__lt=output.seq)
             .order_by("-seq")
             .first()
         )

@@ -154,7 +154,9 @@ async def test_a_message_after_a_switch_to_an_older_version_reaches_a_new_socket
     model_server.push(answer("Cats purr."), answer("Cats nap."))
     await sync_to_async(run_turn)(str((await sync_to_async(turns.start)(ref, chat.pk, "cats?", impersonated=False)).pk))
     purr = await Message.objects.filter(conversation=chat, role="assistant").afirst()
-    await sync_to_async(run_turn)(str((await sync_to_async(turns.regenerate)(ref, chat.pk, purr.pk, impersonated=False)).pk))
+    await sync_to_async(run_turn)(
+        str((await sync_to_async(turns.regenerate)(ref, chat.pk, purr.pk, impersonated=False)).pk)
+    )
     await sync_to_async(turns.switch_version)(ref, chat.pk, purr.pk, impersonated=False)
     ws = await opened(session[0])
     await subscribed(ws, chat)

@@ -14,10 +14,10 @@ from django.test.utils import CaptureQueriesContext
 from agent import turns
 from agent.conversations import get_conversation, get_message, list_messages
 from agent.errors import Busy, Impersonated, NotFound
+from agent.events import topic
 from agent.models import Attachment, Message, Turn
 from agent.tasks import run_turn
 from agent.turns import history
-from agent.events import topic
 from tests.conftest import login
 from tests.events.layer import Listener
 from tests.model_server import answer, error
@@ -214,7 +214,9 @@ def test_edit_keeps_the_original_files_unless_given_others(ref, chat, endpoint, 
     run_turn(str(turns.edit_message(ref, chat.pk, asked.pk, "read it again", impersonated=False).pk))
     again = Message.objects.get(conversation=chat, content="read it again")
     other = ready_file(ref, chat, "notes")
-    run_turn(str(turns.edit_message(ref, chat.pk, again.pk, "and this", attachment_ids=[other.pk], impersonated=False).pk))
+    run_turn(
+        str(turns.edit_message(ref, chat.pk, again.pk, "and this", attachment_ids=[other.pk], impersonated=False).pk)
+    )
 
     # then the first version kept its file, the second shares it, the third has only the new one
     names = lambda m: sorted(Attachment.objects.filter(message=m).values_list("name", flat=True))  # noqa: E731
@@ -276,12 +278,16 @@ def test_switching_back_and_forth_restores_the_exact_lines(ref, chat, two_rounds
 
     # then each comes back with the messages it had
     assert first == [("user", "cats?"), ("assistant", "Cats purr."), ("user", "dogs?"), ("assistant", "Dogs bark.")]
-    assert line(ref, chat) == second == [
-        ("user", "kittens?"),
-        ("assistant", "Cats nap."),
-        ("user", "more?"),
-        ("assistant", "Kittens play."),
-    ]
+    assert (
+        line(ref, chat)
+        == second
+        == [
+            ("user", "kittens?"),
+            ("assistant", "Cats nap."),
+            ("user", "more?"),
+            ("assistant", "Kittens play."),
+        ]
+    )
     chat.refresh_from_db()
     assert chat.line_end == Message.objects.get(content="Kittens play.").pk
     assert chat.message_count == Message.objects.filter(conversation=chat).count()
