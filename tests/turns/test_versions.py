@@ -251,6 +251,15 @@ def test_edit_impersonated_is_refused(ref, chat, two_rounds):
         turns.edit_message(ref, chat.pk, two_rounds[0].pk, "x", impersonated=True)
 
 
+def test_edit_while_a_turn_runs_is_busy_and_moves_nothing(ref, chat, two_rounds):
+    turns.start(ref, chat.pk, "and birds?", impersonated=False)  # queued, not run
+    with pytest.raises(Busy):
+        turns.edit_message(ref, chat.pk, two_rounds[0].pk, "kittens?", impersonated=False)
+    assert Message.objects.filter(conversation=chat, active=False).count() == 0
+    chat.refresh_from_db()
+    assert chat.line_end == two_rounds[-1].pk and not chat.has_versions
+
+
 def test_edit_with_a_blank_text_changes_nothing(ref, chat, two_rounds):
     from django.core.exceptions import ValidationError
 
