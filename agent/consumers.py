@@ -193,7 +193,7 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
 
     async def frame_subscribe(self, frame: dict[str, Any]) -> dict[str, Any]:
         conversation_id = frame.get("conversation")
-        await database_sync_to_async(conversations.subscribe)(
+        chat = await database_sync_to_async(conversations.subscribe)(
             self.ref, conversation_id, self.channel_name, impersonated=self.impersonated
         )
         conversation_id = str(conversations.parse_uuid(conversation_id))  # events name the chat in this form
@@ -201,7 +201,9 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
         after = frame.get("after")
         messages = await self._call(conversations.list_messages, conversation_id, after=after, latest=after is None)
         # Without ``after`` the page holds the chat's latest messages, so none (0) when the chat is empty.
-        self.subscribed[conversation_id] = messages[-1]["seq"] if messages else (0 if after is None else None)
+        # The next message stored comes after every one stored, on the line or off it.
+        newest = max(messages[-1]["seq"] if messages else 0, chat.message_count)
+        self.subscribed[conversation_id] = newest if after is None else (messages[-1]["seq"] if messages else None)
         self.resyncing.discard(conversation_id)
         self._drop_drafts(conversation_id)  # may be older than the answers this reply holds; the next one is whole
         with translation.override(self.language):
@@ -228,6 +230,30 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
         asked = await self._call(turns.stop, frame.get("conversation"))
         return {"type": "stopping", "conversation": str(frame.get("conversation")), "asked": asked}
 
+    async def frame_edit(self, frame: dict[str, Any]) -> dict[str, Any]:
+        files = frame.get("attachment_ids")
+        if files is not None and not isinstance(files, list):
+            files = [files]
+        turn = await self._call(
+            turns.edit_message,
+            frame.get("conversation"),
+            frame.get("message"),
+            frame.get("text"),
+            attachment_ids=files,
+            language=self.language,
+        )
+        return {"type": "accepted", "conversation": str(turn.conversation_id), "turn": str(turn.pk)}
+
+    async def frame_regenerate(self, frame: dict[str, Any]) -> dict[str, Any]:
+        turn = await self._call(
+            turns.regenerate, frame.get("conversation"), frame.get("message"), language=self.language
+        )
+        return {"type": "accepted", "conversation": str(turn.conversation_id), "turn": str(turn.pk)}
+
+    async def frame_switch(self, frame: dict[str, Any]) -> dict[str, Any]:
+        changed = await self._call(turns.switch_version, frame.get("conversation"), frame.get("message"))
+        return {"type": "switched", "conversation": str(frame.get("conversation")), "changed": changed}
+
     async def frame_confirm(self, frame: dict[str, Any]) -> dict[str, Any]:
         card = await self._call(confirmations.confirm, frame.get("confirmation"))
         return {"type": "decided", "confirmation": str(card.pk), "status": card.status}
@@ -241,6 +267,9 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
         "unsubscribe": frame_unsubscribe,
         "send": frame_send,
         "stop": frame_stop,
+        "edit": frame_edit,
+        "regenerate": frame_regenerate,
+        "switch": frame_switch,
         "confirm": frame_confirm,
         "cancel": frame_cancel,
     }
@@ -310,6 +339,14 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json(
                 {"type": "conversation", "conversation": conversations.conversation_view(conversation)}
             )
+
+    async def agent_line_changed(self, event: dict[str, Any]) -> None:
+        """The chat's active line changed: the tab reads it again, and the next message it is told
+        of may come after messages now off the line."""
+        conversation_id = event["conversation"]
+        if conversation_id in self.subscribed and await self._allowed():
+            self.subscribed[conversation_id] = None
+            await self.send_json({"type": "line_changed", "conversation": conversation_id})
 
     async def agent_attachment_processed(self, event: dict[str, Any]) -> None:
         if event["conversation"] in self.subscribed and await self._allowed():

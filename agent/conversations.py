@@ -173,10 +173,10 @@ def decode_conversation_cursor(cursor: Any) -> tuple[datetime, uuid.UUID]:
 
 
 def get_conversation(ref: SessionRef, conversation_id: Any, *, impersonated: bool) -> dict[str, Any]:
-    """The chat with all its messages, oldest first, as a client sees them."""
+    """The chat with the messages of its active line, oldest first, as a client sees them."""
     _scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
-    messages = _client_rows(conversation.messages.order_by("seq"))
-    return {**conversation_view(conversation), "messages": client_views(messages)}
+    messages = _client_rows(conversation.messages.filter(active=True).order_by("seq"))
+    return {**conversation_view(conversation), "messages": client_views(messages, versions=conversation.has_versions)}
 
 
 def rename_conversation(ref: SessionRef, conversation_id: Any, title: Any, *, impersonated: bool) -> Conversation:
@@ -235,7 +235,7 @@ def _clean_title(title: Any) -> str:
 
 
 def get_message(ref: SessionRef, conversation_id: Any, message_id: Any, *, impersonated: bool) -> dict[str, Any]:
-    """One message of the user's chat, as a client sees it."""
+    """One message of the user's chat, as a client sees it; one off the active line too (``active`` False)."""
     return message_view(authorize_session(ref, impersonated=impersonated), conversation_id, message_id)
 
 
@@ -260,14 +260,15 @@ def message_view(scope: Scope, conversation_id: Any, message_id: Any) -> dict[st
     )
     if not rows:
         raise NotFound()
-    return client_views(rows)[0]
+    return client_views(rows, versions=rows[0].agent_has_versions)[0]
 
 
 @functools.cache
 def _message_of_live_chat() -> str:
     quote = connection.ops.quote_name
     return (
-        f"SELECT m.* FROM {quote(Message._meta.db_table)} m "
+        f"SELECT m.*, c.{quote(Conversation._meta.get_field('has_versions').column)} AS agent_has_versions "
+        f"FROM {quote(Message._meta.db_table)} m "
         f"JOIN {quote(Conversation._meta.db_table)} c ON c.{quote(Conversation._meta.pk.column)} = "  # type: ignore[union-attr]
         f"m.{quote(Message._meta.get_field('conversation').column)} "
         f"WHERE m.{quote(Message._meta.pk.column)} = %s AND c.{quote(Conversation._meta.pk.column)} = %s "  # type: ignore[union-attr]
@@ -286,21 +287,25 @@ def list_messages(
     latest: bool = False,
     limit: int = PAGE_SIZE,
 ) -> list[dict[str, Any]]:
-    """A page of messages (``MESSAGES_PAGE``), always oldest first; keyset on ``seq``."""
+    """A page of the active line's messages (``MESSAGES_PAGE``), always oldest first; keyset on ``seq``.
+
+    A cursor may be any message of the chat, on the line or off it: the page is the line's
+    messages after (or before) its ``seq``."""
     _scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
     limit = _clamp(agent_settings.MESSAGES_PAGE if limit is PAGE_SIZE else limit, agent_settings.MESSAGES_PAGE_MAX)
     if after is not None and (before is not None or latest):
         raise InvalidCursor()
-    qs = Message.objects.filter(conversation=conversation)
+    qs = Message.objects.filter(conversation=conversation, active=True)
+    versions = conversation.has_versions
     if after is not None:
         rows = qs.filter(seq__gt=_cursor_seq(conversation, after)).order_by("seq")[:limit]
-        return client_views(_client_rows(rows))
+        return client_views(_client_rows(rows), versions=versions)
     if before is not None:
         qs = qs.filter(seq__lt=_cursor_seq(conversation, before))
     elif not latest:
-        return client_views(_client_rows(qs.order_by("seq")[:limit]))
+        return client_views(_client_rows(qs.order_by("seq")[:limit]), versions=versions)
     newest_first = _client_rows(qs.order_by("-seq")[:limit])
-    return client_views(list(reversed(newest_first)))
+    return client_views(list(reversed(newest_first)), versions=versions)
 
 
 def _cursor_seq(conversation: Conversation, message_id: Any) -> int:
@@ -351,7 +356,9 @@ def append_message(
     The chat's row is updated first, so its row lock orders ``seq``. With ``lease`` (a lock's
     name and holder), nothing is stored unless that lease is held and unexpired, its row
     locked in the same transaction (``LeaseLost``). With ``link_turn``, the message's ``turn``
-    names it as the user's message it stores. On PostgreSQL all of it is one statement (one
+    names it as the user's message it stores. The message joins the end of the chat's active
+    line (its ``parent`` is the chat's ``line_end``, read under the chat's row lock, so two
+    writers at once still make one line). On PostgreSQL all of it is one statement (one
     round trip, no transaction of its own), with the ``pre_save`` and ``post_save`` signals a
     ``save()`` would send; elsewhere a ``save()`` and a few more statements in a transaction.
     """
@@ -361,7 +368,7 @@ def append_message(
     if connection.vendor == "postgresql":
         saved = {"sender": Message, "instance": message, "raw": False, "using": connection.alias, "update_fields": None}
         pre_save.send(**saved)
-        message.seq = _store_in_one(message, title, lease, now, link_turn=link_turn)
+        message.seq, message.parent_id = _store_in_one(message, title, lease, now, link_turn=link_turn)
         message._state.adding, message._state.db = False, connection.alias
         post_save.send(**saved, created=True)
         events.message_added(conversation_id, message.pk)
@@ -369,7 +376,7 @@ def append_message(
     with transaction.atomic(savepoint=False):
         if lease is not None and not _lease_held(lease, lock=True):
             raise LeaseLost()
-        message.seq = _advance_chat(conversation_id, now, title)
+        message.seq, message.parent_id = _advance_chat(conversation_id, now, title, message.pk)
         message.save(force_insert=True)
         if link_turn:
             Turn.objects.filter(pk=message.turn_id).update(user_message=message)
@@ -379,16 +386,18 @@ def append_message(
 
 def _store_in_one(
     message: Message, title: str, lease: tuple[str, Any] | None, now: datetime, *, link_turn: bool
-) -> int:
-    """PostgreSQL: the lease (locked ``FOR UPDATE``), the chat's counters, the message and its
-    turn's link to it, in one statement; the message's ``seq``. The rare refusal is told apart
-    by one more read."""
+) -> tuple[int, Any]:
+    """PostgreSQL: the lease and the chat's row (each locked ``FOR UPDATE``), the chat's counters
+    and line end, the message and its turn's link to it, in one statement; the message's ``seq``
+    and ``parent``. The rare refusal is told apart by one more read."""
     chat, lock = Conversation._meta, Lock._meta
+    chat_id = _prep(chat, "id", message.conversation_id)
     params: list[Any] = []
     if lease is not None:
         params += [lease[0], _prep(lock, "holder", lease[1])]
+    params += [chat_id, Conversation.Status.DELETED]
     at = _prep(chat, "last_message_at", now)
-    params += [at, at, title, _prep(chat, "id", message.conversation_id), Conversation.Status.DELETED]
+    params += [at, at, title, _prep(chat, "line_end", message.pk), chat_id]
     for field in _inserted_fields():
         params.append(field.get_db_prep_save(field.pre_save(message, add=True), connection))
     if link_turn:
@@ -398,7 +407,7 @@ def _store_in_one(
         cursor.execute(sql, params)
         row = cursor.fetchone()
     if row is not None:
-        return int(row[0])
+        return int(row[0]), row[1]
     if lease is not None and not _lease_held(lease, lock=False):
         raise LeaseLost()
     raise NotFound()
@@ -417,8 +426,8 @@ def _prep(meta: Any, name: str, value: Any) -> Any:
 
 
 def _inserted_fields() -> list[Any]:
-    """The message's columns the store statement fills from parameters (``seq`` comes from the chat)."""
-    return [field for field in Message._meta.concrete_fields if field.attname != "seq"]
+    """The message's columns the store statement fills from parameters (``seq`` and ``parent`` come from the chat)."""
+    return [field for field in Message._meta.concrete_fields if field.attname not in ("seq", "parent_id")]
 
 
 @functools.lru_cache(maxsize=None)
@@ -433,23 +442,31 @@ def _store_sql(fenced: bool, link_turn: bool) -> str:
             f" WHERE {quote('name')} = %s AND {quote('holder')} = %s"
             f" AND {quote('expires_at')} > STATEMENT_TIMESTAMP() FOR UPDATE), "  # the database's clock, as leases are
         )
-    columns = [quote(Message._meta.get_field("seq").column)] + [quote(f.column) for f in _inserted_fields()]
-    values = [f"agent_chat.{quote('message_count')}"] + ["%s"] * (len(columns) - 1)
+    line_end = quote("line_end")
+    columns = [quote(Message._meta.get_field(name).column) for name in ("seq", "parent")]
+    columns += [quote(f.column) for f in _inserted_fields()]
+    values = [f"agent_chat.{quote('message_count')}", f"(SELECT {line_end} FROM agent_before)"]
+    values += ["%s"] * (len(columns) - 2)
     if link_turn:
         link = (
             f", agent_link AS (UPDATE {quote(turn.db_table)} SET {quote('user_message_id')} = agent_stored.id"
             f" FROM agent_stored WHERE {quote(turn.db_table)}.{quote('id')} = %s)"
         )
+    # The chat's row is read FOR UPDATE before it is updated: a writer that waited for another
+    # one's commit reads the line end that one left, not the one of its own snapshot.
     return (
-        f"WITH {fence}agent_chat AS (UPDATE {quote(chat.db_table)} SET"
+        f"WITH {fence}agent_before AS MATERIALIZED (SELECT {line_end} FROM {quote(chat.db_table)}"
+        f" WHERE {quote('id')} = %s AND {quote('status')} <> %s"
+        f"{' AND EXISTS (SELECT 1 FROM agent_fence)' if fenced else ''} FOR UPDATE), "
+        f"agent_chat AS (UPDATE {quote(chat.db_table)} SET"
         f" {quote('message_count')} = {quote('message_count')} + 1, {quote('last_message_at')} = %s,"
         f" {quote('updated_at')} = %s, {quote('title')} = CASE WHEN {quote('title')} = '' THEN %s"
-        f" ELSE {quote('title')} END, {_UNARCHIVE} WHERE {quote('id')} = %s AND {quote('status')} <> %s"
-        f"{' AND EXISTS (SELECT 1 FROM agent_fence)' if fenced else ''}"
-        f" RETURNING {quote('message_count')}), "
+        f" ELSE {quote('title')} END, {_UNARCHIVE}, {line_end} = %s WHERE {quote('id')} = %s"
+        f" AND EXISTS (SELECT 1 FROM agent_before) RETURNING {quote('message_count')}), "
         f"agent_stored AS (INSERT INTO {quote(Message._meta.db_table)} ({', '.join(columns)})"
-        f" SELECT {', '.join(values)} FROM agent_chat RETURNING {quote('id')} AS id, {quote('seq')} AS seq)"
-        f"{link} SELECT seq FROM agent_stored"
+        f" SELECT {', '.join(values)} FROM agent_chat RETURNING {quote('id')} AS id, {quote('seq')} AS seq,"
+        f" {quote(Message._meta.get_field('parent').column)} AS parent)"
+        f"{link} SELECT seq, parent FROM agent_stored"
     )
 
 
@@ -460,22 +477,28 @@ _UNARCHIVE = (
 """A chat that gets a new message is in use again: it comes back to the active list."""
 
 
-def _advance_chat(conversation_id: Any, now: datetime, title: str) -> int:
-    """Count the new message on a live chat and return its ``seq``: one UPDATE ... RETURNING."""
+def _advance_chat(conversation_id: Any, now: datetime, title: str, message_id: Any) -> tuple[int, Any]:
+    """Count the new message on a live chat and make it the end of the active line: its ``seq`` and
+    its ``parent`` (the line's end before it)."""
     meta = Conversation._meta
     quote = connection.ops.quote_name
     sql = (
         f"UPDATE {quote(meta.db_table)} SET message_count = message_count + 1, "
         "last_message_at = %s, updated_at = %s, title = CASE WHEN title = '' THEN %s ELSE title END, "
-        f"{_UNARCHIVE} WHERE id = %s AND status <> %s RETURNING message_count"
+        f"{_UNARCHIVE} WHERE id = %s AND status <> %s RETURNING message_count, line_end"
     )
     at = _prep(meta, "last_message_at", now)
+    chat_id = _prep(meta, "id", conversation_id)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [at, at, title, _prep(meta, "id", conversation_id), Conversation.Status.DELETED])
+        cursor.execute(sql, [at, at, title, chat_id, Conversation.Status.DELETED])
         row = cursor.fetchone()
-    if row is None:
-        raise NotFound()
-    return int(row[0])
+        if row is None:
+            raise NotFound()
+        cursor.execute(
+            f"UPDATE {quote(meta.db_table)} SET line_end = %s WHERE id = %s",
+            [_prep(meta, "line_end", message_id), chat_id],
+        )
+    return int(row[0]), meta.get_field("line_end").to_python(row[1])
 
 
 def auto_title(text: str) -> str:
@@ -485,10 +508,11 @@ def auto_title(text: str) -> str:
 # -- live updates ---------------------------------------------------------------
 
 
-def subscribe(ref: SessionRef, conversation_id: Any, channel_name: str, *, impersonated: bool) -> None:
-    """Add a Channels channel to the chat's group, only after the checks."""
+def subscribe(ref: SessionRef, conversation_id: Any, channel_name: str, *, impersonated: bool) -> Conversation:
+    """Add a Channels channel to the chat's group, only after the checks; the chat as it was read."""
     _scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
     async_to_sync(get_channel_layer().group_add)(topic(conversation.pk), channel_name)
+    return conversation
 
 
 def unsubscribe(conversation_id: Any, channel_name: str) -> None:
@@ -515,14 +539,42 @@ def conversation_view(conversation: Conversation) -> dict[str, Any]:
     }
 
 
-def client_views(messages: Iterable[Message]) -> list[dict[str, Any]]:
-    """Client views of messages; a user's message also lists its files (the page's chips), read in one query."""
-    views = [client_view(m) for m in messages]
+def client_views(messages: Iterable[Message], *, versions: bool = False) -> list[dict[str, Any]]:
+    """Client views of messages; a user's message also lists its files (the page's chips), read in one query.
+
+    With ``versions`` (the chat has some), each message's ``versions`` are read too, in one more
+    query; a chat that never had one costs nothing for them."""
+    rows = list(messages)
+    views = [client_view(m) for m in rows]
     asked = [view for view in views if view["role"] == Message.Role.USER]
     files = message_files(view["id"] for view in asked) if asked else {}
     for view in asked:
         view["files"] = files.get(view["id"], [])
+    if versions and rows:
+        siblings = _siblings(rows)
+        for row, view in zip(rows, views, strict=True):
+            view["versions"] = versions_view(row.pk, siblings.get(row.parent_id, []))
     return views
+
+
+def _siblings(rows: list[Message]) -> dict[Any, list[Any]]:
+    """The children of each message's parent (``None``: the chat's first messages), oldest first."""
+    parents = {row.parent_id for row in rows}
+    near = Q(parent_id__in=[p for p in parents if p is not None])
+    if None in parents:
+        near |= Q(parent__isnull=True)
+    grouped: dict[Any, list[Any]] = {}
+    qs = Message.objects.filter(near, conversation_id=rows[0].conversation_id).order_by("seq")
+    for parent, pk in qs.values_list("parent_id", "id"):
+        grouped.setdefault(parent, []).append(pk)
+    return grouped
+
+
+def versions_view(message_id: Any, siblings: list[Any]) -> dict[str, Any] | None:
+    """``{"index", "count", "siblings"}`` of a message with versions (``index`` counts from 1), else None."""
+    if len(siblings) < 2 or message_id not in siblings:
+        return None
+    return {"index": siblings.index(message_id) + 1, "count": len(siblings), "siblings": [str(s) for s in siblings]}
 
 
 def message_files(message_ids: Iterable[Any]) -> dict[str, list[dict[str, Any]]]:
@@ -566,6 +618,8 @@ def client_view(message: Message) -> dict[str, Any]:
         "tool_result": None,
         "tool_summary": tool_summary(message) if message.role == Message.Role.TOOL else None,
         "confirmation": None,
+        "active": message.active,
+        "versions": None,
     }
     card = message.confirmation if message.confirmation_id else None
     if card is not None and message.role == Message.Role.TOOL:

@@ -32,6 +32,7 @@ TURN_CHANGED = "agent.turn_changed"
 CONVERSATION_CHANGED = "agent.conversation_changed"
 SESSION_ENDED = "agent.session_ended"
 ANSWER_DELTA = "agent.answer_delta"
+LINE_CHANGED = "agent.line_changed"
 
 SITE_GROUP = "agent.site"
 """Every open socket of the assistant."""
@@ -96,6 +97,11 @@ def call_later(delay: float, callback: Callable[[], None]) -> None:
 def conversation_changed(conversation_id: Any) -> None:
     """A chat was renamed, archived or deleted: open tabs refresh its header."""
     send_on_commit(topic(conversation_id), CONVERSATION_CHANGED, conversation=conversation_id)
+
+
+def line_changed(conversation_id: Any) -> None:
+    """The chat's active line changed (an edit, a regenerate, a switch): open tabs read it again."""
+    send_on_commit(topic(conversation_id), LINE_CHANGED, conversation=conversation_id)
 
 
 def session_ended(group: str, *, final: str | None = None) -> None:

@@ -211,6 +211,9 @@ def _page_urls() -> dict[str, str]:
         "messages": "message_list",
         "send": "turn_start",
         "stop": "turn_stop",
+        "edit": "turn_edit",
+        "regenerate": "turn_regenerate",
+        "switch": "version_switch",
         "confirm": "confirmation_confirm",
         "cancel": "confirmation_cancel",
         "open": "chat_open",
@@ -346,6 +349,41 @@ def turn_start(request: HttpRequest, ref: SessionRef, impersonated: bool, conver
 @api
 def turn_stop(request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str) -> dict[str, Any]:
     return {"asked": turns.stop(ref, conversation_id, impersonated=impersonated)}
+
+
+@require_POST
+@api
+def turn_edit(request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str) -> dict[str, Any]:
+    """A new version of one of the user's messages (``message``, ``text``, optional ``attachment_ids``)."""
+    body = _body(request)
+    turn = turns.edit_message(
+        ref,
+        conversation_id,
+        body.get("message"),
+        body.get("text"),
+        attachment_ids=body.get("attachment_ids"),
+        impersonated=impersonated,
+        language=get_language(),
+    )
+    return {"turn": {"id": str(turn.pk), "status": turn.status}}
+
+
+@require_POST
+@api
+def turn_regenerate(request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str) -> dict[str, Any]:
+    """Another answer to the user's message that ``message`` answers."""
+    turn = turns.regenerate(
+        ref, conversation_id, _body(request).get("message"), impersonated=impersonated, language=get_language()
+    )
+    return {"turn": {"id": str(turn.pk), "status": turn.status}}
+
+
+@require_POST
+@api
+def version_switch(request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str) -> dict[str, Any]:
+    """Show the version that holds ``message``."""
+    changed = turns.switch_version(ref, conversation_id, _body(request).get("message"), impersonated=impersonated)
+    return {"changed": changed}
 
 
 @require_POST

@@ -1,8 +1,9 @@
-"""Page cost at depth (SPEC §14): ``list_messages`` in a 1,000,000-message chat and
-``list_conversations`` over 10,000 chats, first, middle and last page.
+"""Page cost at depth (SPEC §14): ``list_messages`` in a 1,000,000-message chat, the same in a
+chat of as many messages with 1,000 versions off its active line, and ``list_conversations``
+over 10,000 chats, first, middle and last page.
 
-Run: ``.venv/bin/python bench/pages.py`` (``--runs N`` timed calls per page).
-The first run fills the data by SQL (a minute or two); later runs reuse it.
+Run: ``.venv/bin/python bench/pages.py`` (``--runs N`` timed calls per page; ``--messages N``
+for smaller chats). The first run fills the data by SQL (a minute or two); later runs reuse it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ MESSAGES = 1_000_000
 CHATS = 10_000
 USERNAME = "bench_pages"
 BIG_TITLE = "bench: 1,000,000 messages"
+VERSIONS = 1_000
+VERSIONS_TITLE = "bench: 1,000 versions"
 
 
 def prepare() -> tuple[Any, Any]:
@@ -64,6 +67,62 @@ def prepare() -> tuple[Any, Any]:
     big.refresh_from_db()
     print(f"filled in {time.monotonic() - began:.0f} s")
     return user, big
+
+
+def prepare_versions(user: Any) -> Any:
+    """A chat of ``MESSAGES`` messages of which ``VERSIONS``, spread evenly, are earlier versions
+    off the active line (each a sibling of the message after it), filled once and reused."""
+    from django.db import connection
+
+    from agent.models import Conversation, Message
+
+    chat = Conversation.objects.filter(user=user, title=VERSIONS_TITLE).first()
+    if chat is not None and chat.message_count == MESSAGES and chat.has_versions:
+        print(f"reusing the data: 1 chat with {MESSAGES:,} messages, {VERSIONS:,} of them versions off its line")
+        return chat
+    print("filling the chat with versions ...", flush=True)
+    if chat is not None:
+        Message.objects.filter(conversation=chat).delete()
+        chat.delete()
+    # archived, so the chat list keeps its own count; an archived chat is paged alike
+    chat = Conversation.objects.create(user=user, title=VERSIONS_TITLE, status=Conversation.Status.ARCHIVED)
+    step = MESSAGES // VERSIONS
+    half = step // 2
+
+    def message_id(offset: str) -> str:
+        return f"md5(%s || ':' || (g{offset}))::uuid"
+
+    key = str(chat.pk)
+    for low in range(1, MESSAGES + 1, 100_000):
+        harness.insert_series(
+            Message,
+            {
+                "id": (message_id(""), [key]),
+                "conversation": ("%s", [chat.pk]),
+                "seq": ("g", []),
+                "role": ("CASE WHEN mod(g, 2) = 1 THEN 'user' ELSE 'assistant' END", []),
+                "content": ("'message ' || g", []),
+                # a version at every step's middle; the message after it is its sibling
+                "parent": (
+                    f"CASE WHEN g = 1 THEN NULL WHEN mod(g - 1, %s) = %s THEN {message_id(' - 2')}"
+                    f" ELSE {message_id(' - 1')} END",
+                    [step, half, key, key],
+                ),
+                "active": ("mod(g, %s) <> %s", [step, half]),
+                "created_at": ("now() - make_interval(secs => (%s - g)::double precision)", [MESSAGES]),
+            },
+            low,
+            min(low + 99_999, MESSAGES),
+        )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {Conversation._meta.db_table} SET message_count = %s, has_versions = true,"
+            f" line_end = md5(%s || ':' || %s)::uuid WHERE id = %s",
+            [MESSAGES, key, MESSAGES, chat.pk],
+        )
+        cursor.execute(f"ANALYZE {Message._meta.db_table}")
+    chat.refresh_from_db()
+    return chat
 
 
 def message_at(chat: Any, seq: int) -> Any:
@@ -185,15 +244,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=300, help="timed calls per page")
     parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--messages", type=int, default=None, help="messages per big chat (default 1,000,000)")
     args = parser.parse_args()
+    global MESSAGES, BIG_TITLE
+    if args.messages:
+        MESSAGES, BIG_TITLE = args.messages, f"bench: {args.messages:,} messages"
     harness.setup()
     from django.db import connection
 
     from agent.conversations import list_conversations, list_messages
 
     user, big = prepare()
+    versioned = prepare_versions(user)
     ref = harness.login(user)
     middle = message_at(big, MESSAGES // 2)
+    versioned_middle = message_at(versioned, MESSAGES // 2)
     cursors = chat_cursors(ref)
     print(
         f"{connection.vendor} {getattr(connection, 'pg_version', '?')}; "
@@ -202,8 +267,8 @@ def main() -> None:
         "'server' = its EXPLAIN ANALYZE execution time"
     )
 
-    def messages(**kwargs: Any) -> Callable[[], int]:
-        return lambda: len(list_messages(ref, big.pk, impersonated=False, **kwargs))
+    def messages(chat: Any = big, **kwargs: Any) -> Callable[[], int]:
+        return lambda: len(list_messages(ref, chat.pk, impersonated=False, **kwargs))
 
     def chats(cursor: str | None) -> Callable[[], int]:
         return lambda: len(list_conversations(ref, impersonated=False, cursor=cursor).conversations)
@@ -211,9 +276,15 @@ def main() -> None:
     on_messages = is_main("agent_message")
     message_cases = [
         ("first (oldest 50)", messages(), on_messages),
-        ("middle before=#500,000", messages(before=middle), on_messages),
-        ("middle after=#500,000", messages(after=middle), on_messages),
+        (f"middle before=#{MESSAGES // 2:,}", messages(before=middle), on_messages),
+        (f"middle after=#{MESSAGES // 2:,}", messages(after=middle), on_messages),
         ("last (latest=True)", messages(latest=True), on_messages),
+    ]
+    version_cases = [
+        ("first (oldest 50)", messages(versioned), on_messages),
+        (f"middle before=#{MESSAGES // 2:,}", messages(versioned, before=versioned_middle), on_messages),
+        (f"middle after=#{MESSAGES // 2:,}", messages(versioned, after=versioned_middle), on_messages),
+        ("last (latest=True)", messages(versioned, latest=True), on_messages),
     ]
     on_chats = is_main("agent_conversation")
     mid = len(cursors) // 2
@@ -227,13 +298,18 @@ def main() -> None:
         f"list_messages, one chat of {MESSAGES:,} messages, limit 50",
         measure(message_cases, args.runs, args.warmup),
     )
+    ok_versions = report(
+        f"list_messages, one chat of {MESSAGES:,} messages with {VERSIONS:,} versions off its line, limit 50",
+        measure(version_cases, args.runs, args.warmup),
+    )
     ok_chats = report(
         f"list_conversations, {CHATS:,} chats of one user, limit 20",
         measure(chat_cases, args.runs, args.warmup),
     )
     print(
         f"\ntargets (each page ≤ 2× the first, median < 5 ms, main SQL p95 ≤ 2 ms, call p95 ≤ 20 ms): "
-        f"list_messages {'met' if ok_messages else 'NOT met'}, list_conversations {'met' if ok_chats else 'NOT met'}"
+        f"list_messages {'met' if ok_messages else 'NOT met'}, with versions {'met' if ok_versions else 'NOT met'},"
+        f" list_conversations {'met' if ok_chats else 'NOT met'}"
         f"  (measured in {time.monotonic() - began:.0f} s)"
     )
 

@@ -29,7 +29,8 @@ STALLED_AFTER_TIMEOUTS = 10
 @receiver(post_delete, sender=Attachment)
 def _delete_stored_file(sender: Any, instance: Attachment, **kwargs: Any) -> None:
     name, pk = instance.file.name, instance.pk  # the delete clears the instance's pk before the commit
-    if name:
+    # A message's edited version shares its files (rows of the same chat): the last row takes the file.
+    if name and not Attachment.objects.filter(conversation_id=instance.conversation_id, file=name).exists():
         storage = instance.file.storage
         transaction.on_commit(lambda: _delete_quietly(storage, name, pk))
 
@@ -56,7 +57,11 @@ def purge_unlinked() -> int:
         if not batch:
             return removed
         with transaction.atomic():
-            _total, by_model = Attachment.objects.filter(pk__in=batch, message__isnull=True).only("id", "file").delete()
+            _total, by_model = (
+                Attachment.objects.filter(pk__in=batch, message__isnull=True)
+                .only("id", "file", "conversation")
+                .delete()
+            )
         removed += by_model.get(Attachment._meta.label, 0)
 
 

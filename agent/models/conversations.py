@@ -23,6 +23,8 @@ class Conversation(models.Model):
     status = models.CharField(_("status"), max_length=16, choices=Status.choices, default=Status.ACTIVE)
     message_count = models.PositiveIntegerField(_("messages"), default=0)
     last_message_at = models.DateTimeField(_("last message"), default=timezone.now)
+    line_end = models.UUIDField(null=True, blank=True, editable=False)  # the last message of the active line
+    has_versions = models.BooleanField(default=False, editable=False)  # a message was ever edited or regenerated
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -87,6 +89,30 @@ class Message(models.Model):
     partial = models.BooleanField(
         _("partial"), default=False, help_text=_("An answer cut short by a stop or the deadline: what the user saw.")
     )
+    # Versions: the messages form a tree. ``parent`` is the message before this one on its line;
+    # the children of one parent are versions of each other; the active line is one root-to-leaf
+    # path, kept in ``active``; ``last_child`` remembers which child was on the line when this
+    # message left it, so a switch brings back the same line. Rows go only with their chat, so
+    # neither link is a database constraint.
+    parent = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="+",
+    )
+    last_child = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="+",
+    )
+    active = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -95,9 +121,18 @@ class Message(models.Model):
         verbose_name_plural = _("messages")
         constraints = [
             models.UniqueConstraint(fields=["conversation", "seq"], name="agent_message_seq"),
+            models.UniqueConstraint(
+                fields=["conversation", "parent"],
+                condition=models.Q(active=True),
+                name="agent_message_one_line",
+            ),
             models.CheckConstraint(
                 condition=~models.Q(role="notice") | ~models.Q(notice_code=""), name="agent_notice_has_code"
             ),
+        ]
+        indexes = [
+            models.Index(fields=["conversation", "seq"], condition=models.Q(active=True), name="agent_msg_line"),
+            models.Index(fields=["conversation", "parent", "seq"], name="agent_msg_versions"),
         ]
 
     def __str__(self) -> str:

@@ -1,10 +1,11 @@
-"""Turns: start one, stop one (SPEC §3). The rounds are ``agent.turns.runner``'s."""
+"""Turns: start one, stop one (SPEC §3), or one on a new version of a message (``versions``).
+The rounds are ``agent.turns.runner``'s."""
 
 from __future__ import annotations
 
 import uuid
 from datetime import timedelta
-from typing import Any, Iterable
+from typing import Any, Iterable, Protocol
 
 from django.db import transaction
 from django.utils import timezone
@@ -16,8 +17,18 @@ from ..ai import effective, guard, limits
 from ..conf import agent_settings
 from ..conversations import authorize_conversation, validate_user_text
 from ..errors import Blocked, BudgetExceeded, Busy, NotConfigured, TooManyTurns
-from ..models import Turn
+from ..models import Attachment, Conversation, Turn
 from . import locks, monitor
+
+
+class Branch(Protocol):
+    """How a version's door (``versions``) shapes the turn it starts."""
+
+    def prepare(self, scope: Any, conversation: Conversation) -> tuple[str, list[Attachment]]:
+        """The turn's text and files, after the chat's checks; refusals as ``start``'s."""
+
+    def apply(self, turn: Turn) -> None:
+        """Move the chat's line for the turn, in its start's transaction, under the chat's lock."""
 
 
 def start(
@@ -28,11 +39,17 @@ def start(
     attachment_ids: Iterable[Any] = (),
     impersonated: bool,
     language: str | None = None,
+    branch: Branch | None = None,
 ) -> Turn:
-    """Check everything a turn needs, take the chat's lock, and queue the turn's task on commit."""
+    """Check everything a turn needs, take the chat's lock, and queue the turn's task on commit.
+
+    ``branch`` is for the doors of ``versions``: a turn on a new version of a message."""
     scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
-    text = validate_user_text(text)
-    files = attachments.for_turn(scope, conversation, attachment_ids)
+    if branch is None:
+        text = validate_user_text(text)
+        files = attachments.for_turn(scope, conversation, attachment_ids)
+    else:
+        text, files = branch.prepare(scope, conversation)
     choice = effective(scope.user, pictures=any(f.is_picture for f in files), user_settings=scope.user_settings)
     endpoint = choice.endpoint
     if endpoint is None or not endpoint.enabled:
@@ -64,6 +81,8 @@ def start(
             admission=admission,
             deadline_at=timezone.now() + timedelta(seconds=agent_settings.TURN_DEADLINE_S),
         )
+        if branch is not None:
+            branch.apply(turn)
         events.turn_changed(conversation.pk, turn.pk, Turn.Status.QUEUED)
         transaction.on_commit(lambda: monitor.queue(turn))
     return turn
@@ -79,3 +98,8 @@ def stop(ref: SessionRef, conversation_id: Any, *, impersonated: bool) -> bool:
 def live_turn(conversation_id: Any) -> Turn | None:
     """The chat's queued or running turn, if any (the page shows its Stop button)."""
     return Turn.objects.filter(conversation_id=conversation_id, status__in=Turn.LIVE).first()
+
+
+from .versions import edit_message, regenerate, switch_version  # noqa: E402  (they start turns through ``start``)
+
+__all__ = ["Branch", "edit_message", "live_turn", "regenerate", "start", "stop", "switch_version"]

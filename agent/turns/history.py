@@ -3,7 +3,8 @@
 Kept: the user's messages and the final answers of earlier turns, and each
 card as a fixed phrase (its outcome, or "waiting"). Left out: tool calls and
 results of earlier turns and other notices: after a loss of rights the model
-must not see old data. The window is filled from the newest back.
+must not see old data. Only the chat's active line is read: other versions of a
+message are not what the user now means. The window is filled from the newest back.
 """
 
 from __future__ import annotations
@@ -210,7 +211,7 @@ def _newest_first(
         | Q(role=Message.Role.TOOL, tool_outcome=Message.ToolOutcome.NEEDS_CONFIRMATION, confirmation__isnull=False)
         | Q(role=Message.Role.NOTICE, notice_code__startswith="confirmation_", confirmation__isnull=False)
     )
-    qs = Message.objects.filter(relevant, conversation_id=conversation_id).annotate(
+    qs = Message.objects.filter(relevant, conversation_id=conversation_id, active=True).annotate(
         has_files=Exists(Attachment.objects.filter(message=OuterRef("pk")))
     )
     upper = before_seq

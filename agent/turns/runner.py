@@ -24,7 +24,7 @@ from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
-from .. import attachments, confirmations, events, notices
+from .. import confirmations, events, notices
 from ..access import Columns, Scope, SessionRef, authorize_with, slot
 from ..ai import AIError, Completion, ToolCall, complete, endpoints, guard, limits, usage
 from ..attachments import pictures
@@ -33,7 +33,7 @@ from ..conversations import LeaseLost, append_message
 from ..errors import Forbidden, NotFound, Refusal
 from ..models import AgentSettings, AIRequest, Confirmation, Conversation, Lock, Message, Turn
 from ..tools import execute_as, registry, visible_for
-from . import history, locks, monitor, stream
+from . import history, locks, monitor, stream, versions
 from .prompt import system_prompt
 
 logger = logging.getLogger(__name__)
@@ -171,7 +171,7 @@ class TurnRunner:
             with self.fenced():  # before the chat is read (SPEC §4)
                 confirmations.settle_lapsed(self.turn.conversation_id)
         limit = agent_settings.HISTORY_CHARS
-        if self.turn.attachment_ids:
+        if self.turn.attachment_ids or self.turn.user_message_id:
             files = self.files = self._store_users_message_with_files()
             current = {"role": "user", "content": history.user_content(self.turn.text, files, limit)}
             self.history = history.load(self.turn.conversation_id, current, limit, before_seq=self.user_message.seq)
@@ -441,23 +441,30 @@ class TurnRunner:
 
     def _store_users_message_with_files(self) -> list[Any]:
         """The user's message and the link of its files, in one fenced transaction; the files
-        linked (those the user removed meanwhile are not)."""
+        linked (those the user removed meanwhile are not). A turn that answers a stored message
+        again stores none: it reads that one and its files."""
+        if self.turn.user_message_id:
+            self.user_message, files = versions.asked_again(self.turn)
+            return files
         with self.fenced():
             self.user_message = self._store(
                 role=Message.Role.USER, content=self.turn.text, title_from=self.turn.text, users_own=True
             )
-            return attachments.link(self.turn, self.user_message)
+            return versions.link_files(self.turn, self.user_message)
 
     def _without_pictures_end(self) -> End:
-        """A model not known to take images is never called: the files go back to the composer."""
+        """A model not known to take images is never called: the files go back to the composer
+        (those of a message answered again stay with it)."""
         self._take_pictures_off(pictures_only=False)
         return End(Status.FINISHED, "pictures_not_seen")
 
     def _take_pictures_off(self, *, pictures_only: bool) -> None:
         """Unlink the files (or only the pictures) from the user's message and say so, in one fenced
-        transaction; from now on this turn's requests, and every later history, go without them."""
+        transaction; from now on this turn's requests, and every later history, go without them.
+        A message answered again (a regenerate) keeps its files: they are an earlier turn's."""
         with self.fenced():
-            pictures.unlink(self.user_message, pictures_only=pictures_only)
+            if self.user_message.turn_id == self.turn.pk:
+                pictures.unlink(self.user_message, pictures_only=pictures_only)
             self._notice("pictures_not_seen")
         kept = [f for f in self.files if not f.is_picture] if pictures_only else []
         content = history.user_content(self.turn.text, kept, agent_settings.HISTORY_CHARS)

@@ -37,7 +37,7 @@ def serious_violations(tab: Page) -> list[dict[str, Any]]:
 
 
 def test_the_chat_page_has_no_serious_accessibility_violations(tab, user, endpoint, model_server):
-    # given a chat with an answer (a table, code), a failed call with Retry, a card, and a step
+    # given a chat with an answer (a table, code), a failed call with Regenerate, a card, and a step
     model_server.push(
         answer("| a | b |\n|---|--:|\n| 1 | 2 |\n\n```python\nprint('x')\n```"),
         error(500),
@@ -49,7 +49,7 @@ def test_the_chat_page_has_no_serious_accessibility_violations(tab, user, endpoi
     send(tab, "show me a table")
     expect(tab.locator(".code-copy")).to_be_visible()
     send(tab, "and again")
-    expect(tab.locator(".msg-retry")).to_be_visible()
+    expect(tab.locator(".msg-notice .msg-regenerate")).to_be_visible()
     send(tab, "note milk")
     expect(tab.locator(".card .card-confirm")).to_be_enabled()
 

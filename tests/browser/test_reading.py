@@ -74,33 +74,34 @@ def test_success_and_error_notices_look_different(tab, user, endpoint, model_ser
     assert colours[0] != colours[1]
 
 
-def test_retry_after_a_failed_call_sends_the_same_words_as_a_new_turn(tab, user, endpoint, model_server):
+def test_regenerate_after_a_failed_call_answers_the_same_message_again(tab, user, endpoint, model_server):
     model_server.push(error(500), answer("Here it is."))
     sign_in(tab, user)
     send(tab, "what is new?")
     failed = tab.locator('[data-notice-code="model_failed"]')
-    expect(failed.locator(".msg-retry")).to_be_visible()
+    expect(failed.locator(".msg-regenerate")).to_be_visible()
 
-    failed.locator(".msg-retry").click()
+    failed.locator(".msg-regenerate").click()
 
     expect(tab.locator(".msg-assistant .bubble")).to_have_text("Here it is.")
-    expect(tab.locator(".msg-user .bubble")).to_have_text(["what is new?", "what is new?"])
-    expect(tab.locator(".msg-retry")).to_have_count(0)  # the chat's last word is an answer now
+    expect(tab.locator(".msg-user .bubble")).to_have_text(["what is new?"])  # not sent a second time
+    expect(tab.locator('[data-notice-code="model_failed"]')).to_have_count(0)  # an earlier version now
     assert model_server.requests[-1]["messages"][-1]["content"] == "what is new?"
 
 
-def test_the_last_message_can_be_edited_and_sent_as_a_new_turn_keeping_the_old_one(tab, user, endpoint, model_server):
+def test_a_message_edited_in_place_becomes_a_new_version_of_it(tab, user, endpoint, model_server):
     model_server.push(answer("About cats."), answer("About dogs."))
     sign_in(tab, user)
     send(tab, "tell me about cats")
     expect(tab.locator(".msg-assistant .bubble")).to_have_text("About cats.")
 
     tab.locator(".msg-user .msg-edit").click()
-    expect(tab.locator("#composer-text")).to_have_value("tell me about cats")
-    expect(tab.locator("#composer-text")).to_be_focused()
-    tab.fill("#composer-text", "tell me about dogs")
-    tab.press("#composer-text", "Enter")
+    editor = tab.locator(".msg-user .msg-editor-text")
+    expect(editor).to_have_value("tell me about cats")
+    expect(editor).to_be_focused()
+    editor.fill("tell me about dogs")
+    tab.locator(".msg-user .msg-editor-save").click()
 
-    expect(tab.locator(".msg-assistant .bubble")).to_have_text(["About cats.", "About dogs."])
-    expect(tab.locator(".msg-user .bubble")).to_have_text(["tell me about cats", "tell me about dogs"])
-    expect(tab.locator(".msg-edit")).to_have_count(1)  # only the last message offers it
+    expect(tab.locator(".msg-assistant .bubble")).to_have_text(["About dogs."])
+    expect(tab.locator(".msg-user .bubble")).to_have_text(["tell me about dogs"])
+    expect(tab.locator(".msg-user .msg-versions-at")).to_have_text("2/2")

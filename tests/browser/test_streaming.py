@@ -125,7 +125,7 @@ def test_stop_mid_stream_keeps_the_words_shown_marked_stopped_and_they_survive_a
         assert kinds == ["msg-user", "msg-assistant", "stopped"], moment
 
 
-def test_a_stream_cut_off_midway_drops_the_draft_and_offers_retry(tab, user, endpoint, model_server):
+def test_a_stream_cut_off_midway_drops_the_draft_and_offers_regenerate(tab, user, endpoint, model_server):
     model_server.push(answer(SLOW_ANSWER, chunk_delay=0.15, cut=True))
     sign_in(tab, user)
     send(tab, "write slowly")
@@ -134,7 +134,7 @@ def test_a_stream_cut_off_midway_drops_the_draft_and_offers_retry(tab, user, end
     failed = tab.locator('[data-notice-code="model_failed"]')
     expect(failed).to_be_visible()
     expect(tab.locator("#draft")).to_be_hidden()
-    expect(failed.locator(".msg-retry")).to_be_visible()
+    expect(failed.locator(".msg-regenerate")).to_be_visible()
     expect(tab.locator(".msg-assistant")).to_have_count(0)
     expect(tab.locator("#composer-text")).to_be_enabled()
     assert not stored_answers()

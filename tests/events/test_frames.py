@@ -103,3 +103,68 @@ async def test_send_with_a_file_that_is_not_this_chats_answers_not_found(
     assert reply["error"] == "not_found"
     assert not await Turn.objects.aexists()
     await ws.disconnect()
+
+
+async def test_edit_regenerate_and_switch_frames_answer_and_tell_the_line_changed(
+    session: tuple[Client, SessionRef], chat: Conversation, endpoint: Any, model_server: Any
+) -> None:
+    # given a question answered, and a socket on the chat
+    from agent import turns
+    from agent.models import Message
+    from agent.tasks import run_turn
+    from tests.model_server import answer
+
+    ref = session[1]
+    model_server.push(answer("Cats purr."), answer("Cats nap."))
+    turn = await sync_to_async(turns.start)(ref, chat.pk, "cats?", impersonated=False)
+    await sync_to_async(run_turn)(str(turn.pk))
+    said = await Message.objects.filter(conversation=chat, role="assistant").afirst()
+    ws = await opened(session[0])
+    await subscribed(ws, chat)
+
+    # when the answer is regenerated over the socket
+    await ws.send_json_to({"type": "regenerate", "conversation": str(chat.pk), "message": str(said.pk), "ref": "r1"})
+    frames = {}
+    while len(frames) < 2:
+        frame = await ws.receive_json_from(timeout=5)
+        if frame["type"] in ("accepted", "line_changed"):
+            frames[frame["type"]] = frame
+
+    # then the turn starts and the tab is told to read the line again
+    assert (await Turn.objects.aget(pk=frames["accepted"]["turn"])).user_message_id is not None
+    assert frames["line_changed"] == {"type": "line_changed", "conversation": str(chat.pk)}
+    busy = await reply_to(ws, {"type": "switch", "conversation": str(chat.pk), "message": str(said.pk)}, "error")
+    assert busy["error"] == "busy"
+    edit = {"type": "edit", "conversation": str(chat.pk), "message": str(said.pk), "text": "x"}
+    assert (await reply_to(ws, edit, "error"))["error"] == "not_found"  # an answer is not the user's to edit
+    await ws.disconnect()
+
+
+async def test_a_message_after_a_switch_to_an_older_version_reaches_a_new_socket_without_a_resync(
+    session: tuple[Client, SessionRef], chat: Conversation, endpoint: Any, model_server: Any
+) -> None:
+    # given a chat shown at an older version, whose newer one holds the chat's latest messages
+    from agent import turns
+    from agent.conversations import add_message
+    from agent.models import Message
+    from agent.tasks import run_turn
+    from tests.model_server import answer
+
+    ref = session[1]
+    model_server.push(answer("Cats purr."), answer("Cats nap."))
+    await sync_to_async(run_turn)(str((await sync_to_async(turns.start)(ref, chat.pk, "cats?", impersonated=False)).pk))
+    purr = await Message.objects.filter(conversation=chat, role="assistant").afirst()
+    await sync_to_async(run_turn)(
+        str((await sync_to_async(turns.regenerate)(ref, chat.pk, purr.pk, impersonated=False)).pk)
+    )
+    await sync_to_async(turns.switch_version)(ref, chat.pk, purr.pk, impersonated=False)
+    ws = await opened(session[0])
+    await subscribed(ws, chat)
+
+    # when a message joins the line
+    added = await sync_to_async(add_message)(ref, chat.pk, {"content": "more?"}, impersonated=False)
+
+    # then the socket is told of it as the next message, not asked to read everything again
+    frame = await ws.receive_json_from(timeout=5)
+    assert frame["type"] == "message" and frame["message"]["id"] == str(added.pk)
+    await ws.disconnect()

@@ -63,6 +63,9 @@ def test_a_user_without_the_permission_is_403_forbidden():
         (post, "conversation_delete"),
         (post, "turn_start"),
         (post, "turn_stop"),
+        (post, "turn_edit"),
+        (post, "turn_regenerate"),
+        (post, "version_switch"),
     ],
 )
 def test_someone_elses_chat_is_404_like_a_missing_one(session, method, name):
@@ -311,3 +314,40 @@ def test_stop_over_http_before_the_claim_ends_the_turn_without_storing_its_words
 def test_stop_with_no_live_turn_asks_nothing(session, chat):
     client, _ref = session
     assert post(client, "turn_stop", chat.pk).json() == {"asked": False}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_edit_regenerate_and_switch_over_http(session, ref, chat, endpoint, model_server):
+    # given a question answered
+    client, _ref = session
+    model_server.push(answer("Cats purr."), answer("Cats nap."), answer("Kittens play."))
+    run_turn(str(turns.start(ref, chat.pk, "cats?", impersonated=False).pk))
+    asked, said = chat.messages.order_by("seq")
+
+    # when it is answered again, then edited, then switched back
+    regenerated = post(client, "turn_regenerate", chat.pk, message=str(said.pk))
+    run_turn(regenerated.json()["turn"]["id"])
+    busy = post(client, "turn_edit", chat.pk, message=str(asked.pk), text="kittens?")
+    run_turn(busy.json()["turn"]["id"])
+    switched = post(client, "version_switch", chat.pk, message=str(asked.pk))
+
+    # then each was accepted and the first line is back, with its second answer
+    assert [r.status_code for r in (regenerated, busy, switched)] == [200, 200, 200]
+    assert switched.json() == {"changed": True}
+    shown = get(client, "message_list", chat.pk, latest=1).json()["messages"]
+    assert [m["content"] for m in shown] == ["cats?", "Cats nap."]
+    assert shown[0]["versions"]["index"] == 1 and shown[1]["versions"]["count"] == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_regenerate_while_a_turn_runs_is_409_busy(session, ref, chat, endpoint, model_server):
+    client, _ref = session
+    model_server.push(answer("Cats purr."))
+    run_turn(str(turns.start(ref, chat.pk, "cats?", impersonated=False).pk))
+    said = chat.messages.order_by("seq").last()
+    post(client, "turn_start", chat.pk, text="dogs?")
+    refused = [
+        post(client, "turn_regenerate", chat.pk, message=str(said.pk)),
+        post(client, "version_switch", chat.pk, message=str(said.pk)),
+    ]
+    assert [(r.status_code, r.json()["error"]) for r in refused] == [(409, "busy"), (409, "busy")]

@@ -1,4 +1,4 @@
-/* The composer: sending (with the outbox that keeps the user's words), Stop, Retry and Edit, the turn's state.
+/* The composer: sending (with the outbox that keeps the user's words), Stop, the turn's state.
  *
  * Nothing written is lost: the words are kept per chat across reloads until sent, a counter shows
  * near the length limit, a paste too long for a message goes with it as a text file, and a message
@@ -10,7 +10,7 @@
 import { root, refusalText, showBanner, state, ui } from "./page.js";
 import { api, errorText, urlFor } from "./api.js";
 import { openChat, putChat, refreshDetail, showList } from "./chats.js";
-import { bubble, catchUp, dropDraft } from "./messages.js";
+import { bubble, catchUp, dropDraft, setActionsEnabled } from "./messages.js";
 
 export function signedOut(code) {
   if (state.signedOut) {
@@ -203,7 +203,7 @@ function sendQueued() {
   }
   state.queued = null;
   showQueued();
-  send(queued.text, { queued: true });
+  send(queued.text);
 }
 
 export function updateComposer() {
@@ -223,41 +223,9 @@ export function updateComposer() {
   sendQueued();
 }
 
-const RETRYABLE = new Set(["model_failed", "max_rounds", "stopped", "deadline", "interrupted"]);
-
 export function showMessageActions() {
-  ui.log.querySelectorAll(".msg-again").forEach((button) => button.remove());
-  const idle = !state.turn && !state.sending && !state.signedOut && !state.outboxes.has(state.current);
-  if (!idle) {
-    return;
-  }
-  const last = ui.log.lastElementChild;
-  const lastUser = Array.from(ui.log.querySelectorAll(".msg-user")).pop();
-  if (!lastUser) {
-    return;
-  }
-  const words = state.messages.get(lastUser.dataset.id).content;
-  if (last && last.classList.contains("msg-notice") && RETRYABLE.has(last.dataset.noticeCode)) {
-    last.append(againButton("msg-retry", gettext("Retry"), gettext("Send your last message again"), () => {
-      send(words);
-    }));
-  }
-  lastUser.append(againButton("msg-edit", gettext("Edit"), gettext("Edit your last message and send it again"), () => {
-    ui.text.value = words;
-    ui.composerNote.textContent = gettext("Sending makes a new turn; your earlier message stays in the chat.");
-    ui.text.focus();
-    ui.text.setSelectionRange(words.length, words.length);
-  }));
-}
-
-function againButton(className, text, label, action) {
-  const button = document.createElement("button");
-  button.type = "button";
-  button.className = "button-small msg-again " + className;
-  button.textContent = text;
-  button.title = label;
-  button.addEventListener("click", action);
-  return button;
+  // A message's Edit, Regenerate and version arrows (messages.js) wait while a turn runs.
+  setActionsEnabled(!state.turn && !state.sending && !state.signedOut && !state.outboxes.has(state.current));
 }
 
 export function setTurn(turnId) {
@@ -375,17 +343,16 @@ function putBack(text) {
   updateComposer();
 }
 
-export async function send(again, options) {
-  // `again`: the words of an earlier turn, sent as a new one (Retry), or of the queued message;
-  // the composer keeps what it holds.
-  const retry = typeof again === "string";
-  const fromQueue = Boolean(options && options.queued);
-  const text = retry ? again : ui.text.value;
-  if (!text.trim() || state.signedOut || (!retry && text.length > HISTORY_CHARS)) {
+export async function send(queuedText) {
+  // `queuedText`: the words of the message queued while a turn ran, sent now that it has ended;
+  // without it, the composer's own words.
+  const fromQueue = typeof queuedText === "string";
+  const text = fromQueue ? queuedText : ui.text.value;
+  if (!text.trim() || state.signedOut || (!fromQueue && text.length > HISTORY_CHARS)) {
     return;
   }
   if (state.turn || state.sending || state.outboxes.has(state.current)) {
-    if (!retry && !state.queued) {
+    if (!fromQueue && !state.queued) {
       queue(text); // sent when the turn ends
     }
     return;
@@ -395,7 +362,7 @@ export async function send(again, options) {
   state.outboxes.set(box.chat, box);
   ui.composerError.textContent = "";
   ui.composerNote.textContent = "";
-  if (!retry) {
+  if (!fromQueue) {
     ui.text.value = "";
     forgetWords(box.chat);
     showCount();
@@ -417,7 +384,7 @@ export async function send(again, options) {
       state.outboxes.set(box.chat, box);
       await openChat(box.chat, { push: true, fresh: true });
     }
-    const files = (retry && !fromQueue) || !state.files ? [] : state.files.readyIds();
+    const files = !state.files ? [] : state.files.readyIds();
     const data = await api("POST", urlFor("send", box.chat), { text: text, attachment_ids: files });
     box.turn = data.turn.id;
     if (state.files) {

@@ -1,4 +1,5 @@
-/* Messages in the log: bubbles, steps, notices, answers (tables, code with copy), drafts, times, older pages.
+/* Messages in the log: bubbles, steps, notices, answers (tables, code with copy), drafts, times, older pages,
+ * and each message's actions: Copy, Edit (the user's), Regenerate (answers and failed turns), "< i/n >" versions.
  *
  * An ES module of the chat page (no build step, strict CSP: no inline script or style).
  */
@@ -7,7 +8,7 @@ import { PAGE, state, ui } from "./page.js";
 import { api, errorText, urlFor } from "./api.js";
 import { touchChat } from "./chats.js";
 import { cardElement, setCardStatus } from "./cards.js";
-import { claimOutbox, showMessageActions, showOutbox } from "./composer.js";
+import { applyTurn, claimOutbox, showMessageActions, showOutbox } from "./composer.js";
 import { renderFileChips } from "../attachments.js";
 
 export function resetMessages() {
@@ -65,6 +66,7 @@ function addMessage(view) {
   if (!element) {
     return;
   }
+  addActions(element, view);
   element.dataset.seq = String(view.seq);
   element.dataset.id = view.id;
   insertInOrder(element, view.seq);
@@ -350,4 +352,208 @@ export async function catchUp(chat) {
       return;
     }
   }
+}
+
+// -- a message's actions: Copy, Edit, Regenerate, and its versions ---------------------------------
+
+const REGENERATE_AFTER = new Set(["model_failed", "max_rounds", "stopped", "deadline", "interrupted", "empty_answer"]);
+
+function addActions(element, view) {
+  const bar = document.createElement("div");
+  bar.className = "msg-actions";
+  if (view.versions) {
+    bar.append(versionSwitch(view));
+  }
+  const text = copyableText(view);
+  if (text) {
+    bar.append(actionButton("msg-copy", gettext("Copy"), gettext("Copy the whole message"), (button) => copyText(text, button, element)));
+  }
+  if (view.role === "user") {
+    bar.append(actionButton("msg-edit msg-turn-action", gettext("Edit"), gettext("Edit this message and send it again"), () => openEditor(element, view)));
+  }
+  if ((view.role === "assistant" && view.content) || (view.role === "notice" && REGENERATE_AFTER.has(view.notice_code))) {
+    bar.append(actionButton("msg-regenerate msg-turn-action", gettext("Regenerate"), gettext("Answer this again"), () => regenerate(view)));
+  }
+  if (bar.childElementCount) {
+    element.append(bar);
+  }
+}
+
+function copyableText(view) {
+  if (view.role === "notice") {
+    return view.notice_text || "";
+  }
+  return view.role === "user" || view.role === "assistant" ? view.content || "" : "";
+}
+
+function actionButton(className, text, label, action) {
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "button-small msg-action " + className;
+  button.textContent = text;
+  button.title = label;
+  button.setAttribute("aria-label", label);
+  button.addEventListener("click", () => action(button));
+  return button;
+}
+
+function versionSwitch(view) {
+  // "< i/n >": the message's versions; the arrows show the one before or after.
+  const versions = view.versions;
+  const box = document.createElement("span");
+  box.className = "msg-versions";
+  const label = document.createElement("span");
+  label.className = "msg-versions-at";
+  label.textContent = interpolate(gettext("%(index)s/%(count)s"), versions, true);
+  label.title = interpolate(gettext("Version %(index)s of %(count)s"), versions, true);
+  const earlier = versions.siblings[versions.index - 2];
+  const later = versions.siblings[versions.index];
+  const back = actionButton("msg-version-back msg-turn-action", "<", gettext("Show the previous version"), () => switchTo(earlier));
+  const next = actionButton("msg-version-next msg-turn-action", ">", gettext("Show the next version"), () => switchTo(later));
+  back.disabled = !earlier;
+  next.disabled = !later;
+  back.dataset.keepDisabled = String(!earlier);
+  next.dataset.keepDisabled = String(!later);
+  box.append(back, label, next);
+  return box;
+}
+
+async function switchTo(messageId) {
+  const chat = state.current;
+  if (!chat || !messageId) {
+    return;
+  }
+  try {
+    await api("POST", urlFor("switch", chat), { message: messageId });
+    await reloadLine(chat); // this tab at once; the others on the event
+  } catch (error) {
+    ui.composerError.textContent = errorText(error);
+  }
+}
+
+async function regenerate(view) {
+  const chat = state.current;
+  try {
+    const data = await api("POST", urlFor("regenerate", chat), { message: view.id });
+    applyTurn(data.turn.id, data.turn.status);
+    await reloadLine(chat);
+  } catch (error) {
+    ui.composerError.textContent = errorText(error);
+  }
+}
+
+function openEditor(element, view) {
+  // Inline: the message's text in a box, Save sends it as a new version (with the message's files).
+  if (element.querySelector(".msg-editor")) {
+    return;
+  }
+  const body = element.querySelector(".bubble");
+  const form = document.createElement("form");
+  form.className = "msg-editor";
+  const box = document.createElement("textarea");
+  box.className = "msg-editor-text";
+  box.value = view.content;
+  box.rows = Math.min(12, Math.max(2, view.content.split("\n").length));
+  box.setAttribute("aria-label", gettext("Edit your message"));
+  const save = document.createElement("button");
+  save.type = "submit";
+  save.className = "button-small msg-editor-save";
+  save.textContent = gettext("Save");
+  const cancel = document.createElement("button");
+  cancel.type = "button";
+  cancel.className = "button-small msg-editor-cancel";
+  cancel.textContent = gettext("Cancel");
+  const error = document.createElement("p");
+  error.className = "msg-editor-error";
+  error.setAttribute("role", "alert");
+  const buttons = document.createElement("div");
+  buttons.className = "msg-editor-buttons";
+  buttons.append(cancel, save);
+  form.append(box, buttons, error);
+  body.hidden = true;
+  element.classList.add("msg-editing");
+  body.after(form);
+  const close = () => {
+    form.remove();
+    body.hidden = false;
+    element.classList.remove("msg-editing");
+  };
+  cancel.addEventListener("click", close);
+  box.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") {
+      event.preventDefault();
+      close();
+    } else if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      form.requestSubmit();
+    }
+  });
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (!box.value.trim() || save.disabled) {
+      return;
+    }
+    const chat = state.current;
+    save.disabled = true;
+    try {
+      const data = await api("POST", urlFor("edit", chat), { message: view.id, text: box.value });
+      applyTurn(data.turn.id, data.turn.status);
+      close();
+      await reloadLine(chat);
+    } catch (failure) {
+      error.textContent = errorText(failure);
+      save.disabled = false;
+    }
+  });
+  box.focus();
+  box.setSelectionRange(box.value.length, box.value.length);
+}
+
+async function copyText(text, button, element) {
+  try {
+    await navigator.clipboard.writeText(text);
+    button.textContent = gettext("Copied");
+  } catch (error) {
+    // No clipboard API (an insecure origin, a refused permission): copy through a hidden box.
+    const box = document.createElement("textarea");
+    box.className = "copy-source";
+    box.value = text;
+    box.readOnly = true;
+    element.append(box);
+    box.select();
+    let copied = false;
+    try {
+      copied = document.execCommand("copy");
+    } catch (ignored) {
+      copied = false;
+    }
+    box.remove();
+    button.textContent = copied ? gettext("Copied") : gettext("Select the text and press Ctrl+C");
+  }
+  window.setTimeout(() => {
+    button.textContent = gettext("Copy");
+  }, 2000);
+}
+
+export function setActionsEnabled(idle) {
+  // While a turn runs (or the page cannot act) a new version cannot start: Copy stays.
+  ui.log.querySelectorAll(".msg-turn-action").forEach((button) => {
+    button.disabled = !idle || button.dataset.keepDisabled === "true";
+  });
+}
+
+export async function reloadLine(chat) {
+  // The chat's line changed (here or in another tab): its latest page replaces what the log shows.
+  const data = await api("GET", urlFor("messages", chat) + "?latest=1&limit=" + PAGE);
+  if (chat !== state.current) {
+    return;
+  }
+  state.messages.clear();
+  state.cards.clear();
+  state.first = null;
+  state.last = null;
+  ui.log.replaceChildren();
+  state.olderDone = data.messages.length < PAGE;
+  ui.emptyState.hidden = data.messages.length > 0;
+  addMessages(data.messages, { scrollDown: true });
 }

@@ -12,7 +12,7 @@
 import { CLOSE_SESSION_ENDED, refusalText, root, SESSION_CODES, setConnection, showBanner, state } from "./page.js";
 import { ApiError } from "./api.js";
 import { chatGone, putChat, refreshDetail, showHeader, subscribe } from "./chats.js";
-import { addMessages, dropDraft, showDraft } from "./messages.js";
+import { addMessages, dropDraft, reloadLine, showDraft } from "./messages.js";
 import { applyTurn, signedOut } from "./composer.js";
 import { closeEvents, eventsChat, openEvents } from "./eventstream.js";
 
@@ -225,6 +225,11 @@ function onFrame(frame) {
       putChat(frame.conversation);
       if (frame.conversation.id === state.current) {
         showHeader(frame.conversation);
+      }
+      break;
+    case "line_changed":
+      if (frame.conversation === state.current) {
+        reloadLine(frame.conversation).catch(() => {}); // a failed read is mended by the next event or resync
       }
       break;
     case "attachment":

@@ -1,0 +1,72 @@
+"""Versions in the browser: edit an earlier message, switch with "< i/n >", regenerate, a second tab, Copy."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from agent.models import Message
+from tests.model_server import answer
+
+from .test_chat import send, sign_in
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_edit_switch_and_regenerate_follow_in_a_second_tab(browser_context, tab, user, endpoint, model_server):
+    # given a chat of two questions answered, open in two tabs
+    model_server.push(answer("Cats purr."), answer("Dogs bark."), answer("Kittens play."), answer("Kittens nap."))
+    sign_in(tab, user)
+    send(tab, "cats?")
+    expect(tab.locator(".msg-assistant .bubble")).to_have_text("Cats purr.")
+    send(tab, "dogs?")
+    expect(tab.locator(".msg-assistant .bubble")).to_have_text(["Cats purr.", "Dogs bark."])
+    other = browser_context.new_page()
+    other.goto(tab.url)
+    expect(other.locator(".msg-assistant .bubble")).to_have_text(["Cats purr.", "Dogs bark."])
+
+    # when the earlier message is edited in place
+    first = tab.locator(".msg-user").first
+    first.locator(".msg-edit").click()
+    first.locator(".msg-editor-text").fill("kittens?")
+    first.locator(".msg-editor-save").click()
+
+    # then both tabs show the new line only, with the version arrows under the edited message
+    for page in (tab, other):
+        expect(page.locator(".msg-user .bubble")).to_have_text(["kittens?"])
+        expect(page.locator(".msg-assistant .bubble")).to_have_text(["Kittens play."])
+        expect(page.locator(".msg-user .msg-versions-at")).to_have_text("2/2")
+    assert Message.objects.filter(role="user").count() == 3  # nothing sent twice, nothing overwritten
+
+    # when the first version is shown again, and then the second
+    tab.locator(".msg-user .msg-version-back").click()
+    for page in (tab, other):
+        expect(page.locator(".msg-user .bubble")).to_have_text(["cats?", "dogs?"])
+        expect(page.locator(".msg-assistant .bubble")).to_have_text(["Cats purr.", "Dogs bark."])
+        expect(page.locator(".msg-user .msg-versions-at").first).to_have_text("1/2")
+    tab.locator(".msg-user .msg-version-next").first.click()
+    expect(other.locator(".msg-user .bubble")).to_have_text(["kittens?"])
+
+    # when the answer is regenerated
+    tab.locator(".msg-assistant .msg-regenerate").click()
+
+    # then the new answer takes its place, the old one is its version 1/2, and both tabs follow
+    for page in (tab, other):
+        expect(page.locator(".msg-assistant .bubble")).to_have_text(["Kittens nap."])
+        expect(page.locator(".msg-assistant .msg-versions-at")).to_have_text("2/2")
+        expect(page.locator(".msg-user .bubble")).to_have_text(["kittens?"])
+    assert model_server.requests[-1]["messages"][-1] == {"role": "user", "content": "kittens?"}
+
+
+def test_copy_puts_the_whole_message_on_the_clipboard(browser_context, tab, user, endpoint, model_server):
+    browser_context.grant_permissions(["clipboard-read", "clipboard-write"])
+    model_server.push(answer("First line.\n\n**Second** line."))
+    sign_in(tab, user)
+    send(tab, "two lines please")
+    expect(tab.locator(".msg-assistant .bubble")).to_contain_text("Second")
+
+    tab.locator(".msg-assistant .msg-copy").click()
+    expect(tab.locator(".msg-assistant .msg-copy")).to_have_text("Copied")
+    assert tab.evaluate("navigator.clipboard.readText()") == "First line.\n\n**Second** line."
+    tab.locator(".msg-user .msg-copy").click()
+    assert tab.evaluate("navigator.clipboard.readText()") == "two lines please"
