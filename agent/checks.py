@@ -271,7 +271,8 @@ def _celery_broker_urls() -> list[str]:
     app = _current_celery_app()
     if app is not None:
         urls.append(app.conf.broker_url)
-    return [url for value in urls if value for url in _as_list(value) if isinstance(url, str)]
+    named = [url for value in urls if value for url in _as_list(value) if isinstance(url, str)]
+    return list(dict.fromkeys(named))  # the app's broker is most often the settings' own: one check each
 
 
 def _current_celery_app() -> Any:

@@ -45,7 +45,8 @@ def test_edit_switch_and_regenerate_follow_in_a_second_tab(browser_context, tab,
         expect(page.locator(".msg-assistant .bubble")).to_have_text(["Cats purr.", "Dogs bark."])
         expect(page.locator(".msg-user .msg-versions-at").first).to_have_text("1/2")
     tab.locator(".msg-user .msg-version-next").first.click()
-    expect(other.locator(".msg-user .bubble")).to_have_text(["kittens?"])
+    for page in (tab, other):
+        expect(page.locator(".msg-user .bubble")).to_have_text(["kittens?"])
 
     # when the answer is regenerated
     tab.locator(".msg-assistant .msg-regenerate").click()

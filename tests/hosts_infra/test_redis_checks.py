@@ -40,3 +40,19 @@ def test_e010_is_quiet_for_one_server_and_for_sentinel(sentinel_set: SentinelSet
 def test_e010_skips_quietly_a_server_it_cannot_reach() -> None:
     nobody = f"redis://127.0.0.1:{free_port()}/0"
     assert errors_for(nobody, CELERY_BROKER_URL=nobody) == []
+
+
+def test_e013_names_a_broker_once_when_the_celery_app_reads_it_from_the_settings(redis_servers: Servers) -> None:
+    # given: the site's Celery app, made current, whose broker is the settings' own
+    from tests.celery_app import app
+
+    port = redis_servers.cluster_node()
+    plain = redis_servers.start()
+    app.set_current()
+    broker, app.conf.broker_url = app.conf.broker_url, f"redis://127.0.0.1:{port}/0"
+    try:
+        errors = errors_for(f"redis://127.0.0.1:{plain}/0", CELERY_BROKER_URL=f"redis://127.0.0.1:{port}/0")
+    finally:
+        app.conf.broker_url = broker
+    # then: one error for the one broker
+    assert [e.id for e in errors] == ["agent.E013"]
