@@ -2,15 +2,18 @@
 and a local S3 server (moto) that holds every file.
 
 The processes are the fault suite's (``tests.faults.harness``), run with
-``tests.hosts.settings``; the database and Redis are this run's
-(``DATABASE_URL``, ``REDIS_URL``), so the same test runs through a pooler or
-Sentinel when those variables point there.
+``tests.hosts.settings``; the database is this run's (``DATABASE_URL``), so the
+same test runs through a pooler when it points there. The hosts run twice: on
+this run's Redis (``REDIS_URL``, ``CELERY_BROKER_URL``), then on a master, a
+replica and a sentinel of the test's own, with the channel layer and the
+broker set as the docs tell a site behind Sentinel to.
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -18,8 +21,10 @@ import pytest
 from django.conf import settings
 
 from tests.faults.harness import Process, Stack, free_port, listening, run_artifacts
+from tests.hosts_infra.redis_servers import MASTER_NAME, SentinelSet, Servers
 
 BUCKET = "agent-files"
+SENTINEL_BROKER_DB = 1  # not the layer's 0: the test sees the broker land on the database its URL names
 
 
 @dataclass
@@ -70,6 +75,8 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
 class Host:
     stack: Stack
     media_root: Path
+    broker_options: dict[str, Any] = field(default_factory=dict)
+    sentinel_set: SentinelSet | None = None  # the Redis behind Sentinel that the hosts share, if they do
 
     @property
     def queue(self) -> str:
@@ -78,9 +85,66 @@ class Host:
     def log(self, name: str) -> str:
         return self.stack[name].output()
 
+    @contextmanager
+    def broker(self) -> Iterator[Any]:
+        """A connection to the hosts' broker, with the transport options their settings give it."""
+        from tests.celery_app import app
+
+        with app.connection_for_write(self.stack.broker_url, transport_options=self.broker_options) as conn:
+            yield conn
+
+    def send_task(self, name: str) -> None:
+        """Queue a task of the app for this host's worker, as beat would."""
+        from tests.celery_app import app
+
+        with self.broker() as conn:
+            app.send_task(name, queue=self.queue, connection=conn)
+
+    def purge_queue(self) -> None:
+        with self.broker() as conn:
+            conn.default_channel.queue_purge(self.queue)
+
+
+@dataclass
+class Redis:
+    """Where the hosts' channel layer and broker are, and the settings that reach them."""
+
+    layer_url: str | None = None
+    broker_url: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    broker_options: dict[str, Any] = field(default_factory=dict)
+    sentinel_set: SentinelSet | None = None
+
+
+@pytest.fixture(scope="module", params=["redis", "sentinel"])
+def redis_of_hosts(request: pytest.FixtureRequest) -> Iterator[Redis]:
+    """This run's Redis, or a master with a replica behind a sentinel, named as a site on several hosts names
+    them: the layer by ``redis+sentinel://``, the broker by a list of ``sentinel://`` URLs (the last one down)
+    and its master's name in the transport options."""
+    if request.param == "redis":
+        yield Redis()
+        return
+    servers = Servers()
+    try:
+        sentinel_set = SentinelSet(servers)
+        down = free_port()  # a sentinel that no longer answers
+        yield Redis(
+            layer_url=sentinel_set.url,
+            broker_url=";".join(
+                f"sentinel://127.0.0.1:{port}/{SENTINEL_BROKER_DB}" for port in (sentinel_set.sentinel, down)
+            ),
+            env={"AGENT_HOSTS_BROKER_MASTER": MASTER_NAME},
+            broker_options={"master_name": MASTER_NAME},
+            sentinel_set=sentinel_set,
+        )
+    finally:
+        servers.stop()
+
 
 @pytest.fixture(scope="module")
-def hosts(s3: S3Server, tmp_path_factory: pytest.TempPathFactory, django_db_setup: Any) -> Iterator[tuple[Host, Host]]:
+def hosts(
+    s3: S3Server, redis_of_hosts: Redis, tmp_path_factory: pytest.TempPathFactory, django_db_setup: Any
+) -> Iterator[tuple[Host, Host]]:
     """Hosts A and B; each one's daphne queues its tasks for the other one's worker."""
     base = settings.CELERY_TASK_DEFAULT_QUEUE
     queues = {"a": f"{base}-host-a", "b": f"{base}-host-b"}
@@ -92,18 +156,21 @@ def hosts(s3: S3Server, tmp_path_factory: pytest.TempPathFactory, django_db_setu
             f"hosts-{name}",
             settings_module="tests.hosts.settings",
             queue=queues[name],
+            redis_url=redis_of_hosts.layer_url,
+            broker_url=redis_of_hosts.broker_url,
             cwd=cwd,
             env={
                 "AGENT_HOSTS_BUCKET": BUCKET,
                 "AGENT_HOSTS_S3_ENDPOINT": s3.endpoint_url,
                 "AGENT_HOSTS_MEDIA_ROOT": str(media_root),
                 "AGENT_HOSTS_SENDS_TO": queues[other],
+                **redis_of_hosts.env,
             },
         )
-        made.append(Host(stack, media_root))
+        made.append(Host(stack, media_root, redis_of_hosts.broker_options, redis_of_hosts.sentinel_set))
     try:
         for host in made:
-            host.stack.purge_queue()  # an earlier run's tasks reach no worker of this one
+            host.purge_queue()  # an earlier run's tasks reach no worker of this one
             host.stack.start("daphne", "worker")
         yield made[0], made[1]
     finally:

@@ -2,8 +2,11 @@
 
 Each host's processes get their own ``MEDIA_ROOT`` (checked empty afterwards)
 and the queue their tasks go to (``AGENT_HOSTS_SENDS_TO``), so a test decides
-which host's worker reads what another host stored. The database and Redis
-come from the environment, as for the rest of the suite.
+which host's worker reads what another host stored. The database, the channel
+layer (``REDIS_URL``, which may be a ``redis+sentinel://`` URL) and the broker
+(``CELERY_BROKER_URL``) come from the environment, as for the rest of the
+suite; a broker behind Sentinel also needs its master's name
+(``AGENT_HOSTS_BROKER_MASTER``), set here as the docs tell a site to.
 """
 
 import os
@@ -32,3 +35,5 @@ SENDS_TO = os.environ.get("AGENT_HOSTS_SENDS_TO") or AGENT["TASK_QUEUE"]
 AGENT = {**AGENT, "ATTACHMENT_STORAGE": "agent_files", "TASK_QUEUE": SENDS_TO}
 MEDIA_ROOT = os.environ["AGENT_HOSTS_MEDIA_ROOT"]
 CELERY_TASK_DEFAULT_QUEUE = SENDS_TO
+if os.environ.get("AGENT_HOSTS_BROKER_MASTER"):
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"master_name": os.environ["AGENT_HOSTS_BROKER_MASTER"]}

@@ -4,7 +4,8 @@ Host A's daphne takes the uploads and queues their reading for host B's
 worker; host B's daphne starts the turn, which host A's worker runs with the
 files B's worker read; host B's daphne serves them (whole, a range, and 404
 for an object gone from the bucket); removing a file and purging the chat
-delete their objects. Neither host's folder ever holds a file.
+delete their objects. Neither host's folder ever holds a file. It runs on one
+Redis, and again with the channel layer and the broker behind Sentinel.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from django.conf import settings
 from django.utils import timezone
 
@@ -30,7 +32,7 @@ from tests.attachments.conftest import pdf_bytes, picture_bytes
 from tests.faults.harness import Tab, wait_until
 from tests.model_server import ScriptedModelServer, answer
 
-from .conftest import BUCKET, Host, S3Server
+from .conftest import BUCKET, SENTINEL_BROKER_DB, Host, S3Server
 
 pytestmark = [pytest.mark.hosts, pytest.mark.django_db(transaction=True), pytest.mark.timeout(150)]
 
@@ -184,12 +186,15 @@ def test_files_uploaded_on_one_host_are_read_served_and_deleted_on_the_other(
     wait_until(lambda: rows[spare].file.name not in s3.keys(), 10, "the removed file's object deleted")
     delete_conversation(ref, chat.pk, impersonated=False)
     Conversation.objects.filter(pk=chat.pk).update(updated_at=timezone.now() - timedelta(days=31))
-    from tests.celery_app import app
-
-    with app.connection_for_write() as conn:
-        app.send_task("agent.purge_chats", queue=host_b.queue, connection=conn)
+    host_b.send_task("agent.purge_chats")
 
     # then: the bucket is empty, and neither host's folder ever held a file
     wait_until(lambda: s3.keys() == [], 30, "the purged chat's objects deleted", every=0.2, why=lambda: str(s3.keys()))
     assert not Attachment.objects.exists()
     assert files_under(host_a.media_root) == [] and files_under(host_b.media_root) == []
+
+    # and: behind Sentinel, every task went through the master's database the broker URL names
+    if host_a.sentinel_set is not None:
+        with redis.Redis(port=host_a.sentinel_set.master_port(), db=SENTINEL_BROKER_DB) as master:
+            bound = {key.decode() for key in master.keys("_kombu.binding.*")}
+        assert {f"_kombu.binding.{host_a.queue}", f"_kombu.binding.{host_b.queue}"} <= bound
