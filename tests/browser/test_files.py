@@ -36,6 +36,31 @@ def test_a_file_attached_in_a_new_chat_is_read_and_goes_with_the_message(tab, us
     assert "milk, bread" in json.dumps(model_server.requests[-1]["messages"][-1], ensure_ascii=False)
 
 
+def test_a_message_sent_while_its_file_is_being_removed_goes_without_the_file(tab, user, endpoint, model_server):
+    model_server.push(answer("Hello."))
+    sign_in(tab, user)
+    with tab.expect_file_chooser() as chooser:
+        tab.locator("#attach").click()
+    chooser.value.set_files(files=[{"name": "list.txt", "mimeType": "text/plain", "buffer": b"milk, bread"}])
+    chip = tab.locator("#composer-files .agent-file-chip")
+    expect(chip).to_have_attribute("data-status", "ready")
+    held = []  # the removal stays under way until the test lets it through
+    tab.route("**/attachments/*/remove/", lambda route: held.append(route))
+
+    with tab.expect_request("**/attachments/*/remove/"):
+        chip.locator(".agent-file-remove").click()
+    send(tab, "hello")
+
+    expect(tab.locator(".msg-assistant .bubble")).to_have_text("Hello.")
+    expect(tab.locator("#composer-error")).to_have_text("")
+    assert "milk, bread" not in json.dumps(model_server.requests[-1]["messages"], ensure_ascii=False)
+    with tab.expect_response("**/attachments/*/remove/") as removal:
+        held[0].continue_()
+    assert removal.value.ok
+    expect(chip).to_have_count(0)
+    assert not Attachment.objects.exists()
+
+
 def test_a_file_dropped_with_no_chat_open_starts_one_and_is_read_there(tab, user, endpoint, model_server):
     sign_in(tab, user)
     dropped = tab.evaluate_handle(

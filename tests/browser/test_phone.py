@@ -90,3 +90,29 @@ def test_on_a_touch_keyboard_enter_starts_a_new_line_and_send_sends(phone, user,
     phone.locator("#send").tap()
     expect(phone.locator(".msg-user .bubble")).to_have_text("one\ntwo")
     expect(phone.locator(".msg-assistant .bubble")).to_have_text("Two lines.")
+
+
+def test_in_russian_the_composer_buttons_fit_the_phone_on_one_line_each_while_a_turn_runs(
+    chromium, asgi_server, turn_worker, user, endpoint, model_server
+):
+    from tests.model_server import answer
+
+    model_server.push(answer("Долгий ответ " + " ".join(["слово"] * 30), chunk_delay=0.15))
+    context = chromium.new_context(
+        base_url=asgi_server.url, locale="ru-RU", viewport=PHONE, has_touch=True, is_mobile=True
+    )
+    context.set_default_timeout(10_000)
+    page = context.new_page()
+    try:
+        sign_in(page, user)
+        page.locator("#composer-text").fill("привет")
+        page.locator("#send").tap()
+        expect(page.locator("#stop")).to_be_visible()
+        expect(page.locator("#attach")).to_have_text("Прикрепить файлы")
+        boxes = {name: page.locator(f"#{name}").bounding_box() for name in ("attach", "send", "stop")}
+        for name, box in boxes.items():
+            assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], name  # none pushed off the screen
+            assert box["height"] <= boxes["send"]["height"] + 1, name  # and none wrapped onto two lines
+        page.screenshot(path=ARTIFACTS / "phone-composer-ru.png")
+    finally:
+        context.close()

@@ -123,6 +123,9 @@ def test_stop_mid_stream_keeps_the_words_shown_marked_stopped_and_they_survive_a
             "elements => elements.map((e) => e.dataset.noticeCode || e.classList[1])"
         )
         assert kinds == ["msg-user", "msg-assistant", "stopped"], moment
+        # one Regenerate for the turn, on the words it kept, not a second on the notice beneath them
+        expect(tab.locator("#message-log .msg-regenerate")).to_have_count(1)
+        expect(partial.locator(".msg-regenerate")).to_be_visible()
 
 
 def test_a_stream_cut_off_midway_drops_the_draft_and_offers_regenerate(tab, user, endpoint, model_server):

@@ -247,10 +247,12 @@ export function mountAttachments({
       return;
     }
     if (state.view) {
+      state.removing = true; // a Send meanwhile must not name it: the server would refuse the whole message
       const response = await fetch(withId(urls.attachmentRemove, state.view.id), {
         method: "POST", credentials: "same-origin", headers: { "X-CSRFToken": csrfToken || csrfFromCookie() },
-      });
-      if (!response.ok && response.status !== 404) {
+      }).catch(() => null);
+      if (!response || (!response.ok && response.status !== 404)) {
+        state.removing = false;
         return;
       }
     }
@@ -470,7 +472,7 @@ export function mountAttachments({
       // In the order shown: the order the files were picked in.
       const shown = [...list.children];
       return [...chips.values()]
-        .filter((s) => s.view && s.status === "ready")
+        .filter((s) => s.view && s.status === "ready" && !s.removing)
         .sort((a, b) => shown.indexOf(a.node) - shown.indexOf(b.node))
         .map((s) => s.view.id);
     },

@@ -371,12 +371,25 @@ function addActions(element, view) {
   if (view.role === "user") {
     bar.append(actionButton("msg-edit msg-turn-action", gettext("Edit"), gettext("Edit this message and send it again"), () => openEditor(element, view)));
   }
-  if ((view.role === "assistant" && view.content) || (view.role === "notice" && REGENERATE_AFTER.has(view.notice_code))) {
+  if ((view.role === "assistant" && view.content) || (view.role === "notice" && offersRegenerate(view))) {
     bar.append(actionButton("msg-regenerate msg-turn-action", gettext("Regenerate"), gettext("Answer this again"), () => regenerate(view)));
   }
   if (bar.childElementCount) {
     element.append(bar);
   }
+}
+
+function offersRegenerate(notice) {
+  // A turn that ended early offers Regenerate once: on the words it kept (a stopped answer), else on its notice.
+  if (!REGENERATE_AFTER.has(notice.notice_code)) {
+    return false;
+  }
+  for (const view of state.messages.values()) {
+    if (view.role === "assistant" && view.content && notice.turn && view.turn === notice.turn) {
+      return false;
+    }
+  }
+  return true;
 }
 
 function copyableText(view) {
