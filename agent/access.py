@@ -1,4 +1,4 @@
-"""Who may act: a live browser session, checked afresh on every call (SPEC §1).
+"""Who may act: a live browser session, checked afresh on every call.
 
 A ``SessionRef`` names a session; ``authorize_session`` turns it into a
 ``Scope`` (what that session may do now) or raises a ``Refusal``. Nothing
@@ -118,7 +118,7 @@ def load_session(session_key: str) -> dict[str, Any]:
 
 
 def authorize_session(ref: SessionRef, *, impersonated: bool) -> Scope:
-    """Checks 1-3 of SPEC §1: the session may use the assistant now."""
+    """Impersonation, the live session and the rights: the session may use the assistant now."""
     return authorize_with(ref, impersonated=impersonated)[0]
 
 

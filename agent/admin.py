@@ -1,4 +1,4 @@
-"""Staff pages (SPEC §10), for users with ``agent.manage_agent``.
+"""Staff pages, for users with ``agent.manage_agent``.
 
 List pages never show a message's text, a tool's arguments or results, a
 session key or an API key; message text needs ``agent.view_chat_content``.

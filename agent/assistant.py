@@ -1,5 +1,5 @@
-"""The user's own settings, "My assistant" (SPEC §8.3, §8.4, §3.5): what the panel shows and the
-only door for what a user may change there, each call through the check ladder of SPEC §1.
+"""The user's own settings, "My assistant": what the panel shows and the
+only door for what a user may change there, each call through the check ladder of ``agent.access``.
 
 A user may write their instructions, their language and, from the allow-list only, their chat and
 picture models. Caps, the allow-list and an endpoint set by staff are staff's.

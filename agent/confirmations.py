@@ -1,4 +1,4 @@
-"""Cards: a write the model proposed, applied only when its user confirms (SPEC §6)."""
+"""Cards: a write the model proposed, applied only when its user confirms."""
 
 from __future__ import annotations
 

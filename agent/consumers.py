@@ -1,4 +1,4 @@
-"""The chat page's websocket (SPEC §10): thin, every frame through the parts' doors.
+"""The chat page's websocket: thin, every frame through the parts' doors.
 
 Channels reads the session once, at connect, so nothing read then is trusted
 afterwards: each frame is checked with a fresh scope, each event with a scope
@@ -310,7 +310,7 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
         await self.send(text_data=view.frame(self.language))
 
     async def agent_answer_delta(self, event: dict[str, Any]) -> None:
-        """The answer so far, forwarded only under a scope checked within the last second (SPEC §16)."""
+        """The answer so far, forwarded only under a scope checked within the last second."""
         conversation_id = event["conversation"]
         if conversation_id not in self.subscribed or conversation_id in self.resyncing:
             return

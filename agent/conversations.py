@@ -1,4 +1,4 @@
-"""The chats and messages of the assistant (SPEC §2), one door per operation.
+"""The chats and messages of the assistant, one door per operation.
 
 Every public function takes a ``SessionRef`` first and a keyword-only
 ``impersonated`` flag with no default, runs the checks of ``agent.access``,
@@ -64,7 +64,7 @@ def owned_conversation(scope: Scope, conversation_id: Any) -> Conversation:
 
 
 def authorize_conversation(ref: SessionRef, conversation_id: Any, *, impersonated: bool) -> tuple[Scope, Conversation]:
-    """Checks 1-4 of SPEC §1 for one chat."""
+    """The access checks, then that the chat is the session user's and not deleted."""
     scope = authorize_session(ref, impersonated=impersonated)
     return scope, owned_conversation(scope, conversation_id)
 

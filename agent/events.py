@@ -1,8 +1,8 @@
-"""Events on the Channels groups of chats and sessions, sent after commit (SPEC §2.3).
+"""Events on the Channels groups of chats and sessions, sent after commit.
 
 An event carries uuids only; a listener reads what it names through
 ``agent.conversations`` with a fresh scope. The one exception is a draft of
-an answer (SPEC §16): never stored, it goes out at once with its text, and a
+an answer: never stored, it goes out at once with its text, and a
 socket forwards it only under a scope checked within the last second. The
 names of every group the assistant uses live here, and so does a socket's
 way of leaving them.
@@ -74,7 +74,7 @@ def turn_changed(conversation_id: Any, turn_id: Any, status: str) -> None:
 
 
 def answer_delta(conversation_id: Any, turn_id: Any, round_number: int, text: str) -> None:
-    """The answer of a turn's round so far (SPEC §16): never stored, so sent now, not after a commit."""
+    """The answer of a turn's round so far: never stored, so sent now, not after a commit."""
     event = {
         "type": ANSWER_DELTA,
         "conversation": str(conversation_id),
@@ -163,7 +163,7 @@ def _send_rollback_unsafe(group: str, event: dict[str, Any]) -> None:
     """Send now, whatever the transaction does: only ``send_on_commit`` calls this.
 
     The send is handed to one long-lived event loop and not waited for: a new
-    loop per send would open a new Redis connection each time (SPEC §14).
+    loop per send would open a new Redis connection each time.
     """
     layer = get_channel_layer()
     if layer is None:

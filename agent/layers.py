@@ -1,4 +1,4 @@
-"""The channel layer a site runs the assistant's sockets on: Redis, set up so sockets live (SPEC §14).
+"""The channel layer a site runs the assistant's sockets on: Redis, set up so sockets live.
 
 channels-redis waits for a process's events with a blocking Redis read of
 ``brpop_timeout`` (5 s). redis-py 8 gives every connection a 5 s socket

@@ -1,4 +1,4 @@
-"""What the system tells the user in a chat (SPEC §7), written in one place."""
+"""What the system tells the user in a chat, written in one place."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Life cycle (SPEC §11): chats past their retention, and soft-deleted chats, are purged."""
+"""Life cycle: chats past their retention, and soft-deleted chats, are purged."""
 
 from __future__ import annotations
 

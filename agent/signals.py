@@ -2,8 +2,8 @@
 
 Channels reads the session once, at connect; these receivers make a logout,
 a password change, a deactivation, a lost permission (however it was lost)
-or a switched-off assistant close the affected sockets within a second
-(SPEC §10). What sends no signal (a session row deleted or expired, a
+or a switched-off assistant close the affected sockets within a second.
+What sends no signal (a session row deleted or expired, a
 permission changed by a raw query) is caught by each socket's own check
 every ``SOCKET_RECHECK_S``.
 """

@@ -1,4 +1,4 @@
-"""Attachments (SPEC §9): extraction time and peak memory, and the upload's peak memory.
+"""Attachments: extraction time and peak memory, and the upload's peak memory.
 
 Run: ``.venv/bin/python bench/attachments.py`` (``--runs N`` extractions of each file, 3).
 

@@ -1,4 +1,4 @@
-"""Message stored → frame in every open tab (SPEC §14), over real daphne and Redis.
+"""Message stored → frame in every open tab, over real daphne and Redis.
 
 For 1, 10 and 100 tabs of one chat, and for 1,000 sockets spread over 100
 chats (10 tabs each, one user per chat), this process stores assistant

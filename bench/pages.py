@@ -1,4 +1,4 @@
-"""Page cost at depth (SPEC §14): ``list_messages`` in a 1,000,000-message chat, the same in a
+"""Page cost at depth: ``list_messages`` in a 1,000,000-message chat, the same in a
 chat of as many messages with 1,000 versions off its active line, and ``list_conversations``
 over 10,000 chats, first, middle and last page.
 

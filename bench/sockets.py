@@ -1,4 +1,4 @@
-"""Open websockets over real daphne and Redis (SPEC §14): memory per socket, and a connect/disconnect soak.
+"""Open websockets over real daphne and Redis: memory per socket, and a connect/disconnect soak.
 
 1. Memory: daphne's resident size after 100 and then 1,000 open, subscribed
    sockets (100 users, each with one chat open in up to 10 tabs), per socket

@@ -1,4 +1,4 @@
-"""Streamed answers (SPEC §14, §16): model chunk → delta in an open tab, coalescing, non-model time.
+"""Streamed answers: model chunk → delta in an open tab, coalescing, non-model time.
 
 1. Latency: the model (``tests/model_server.py``, in this process) writes one
    word every ``--chunk-ms`` (150: slower than ``STREAM_INTERVAL_MS``, so each

@@ -1,4 +1,4 @@
-"""Turns per second with 1, 2 and 4 prefork worker processes (SPEC §14), on PostgreSQL and Redis.
+"""Turns per second with 1, 2 and 4 prefork worker processes, on PostgreSQL and Redis.
 
 Each turn has the shape of ``turn_overhead.py``'s: 2 rounds of 2 reads, then the answer (3 model
 calls). The model is a stateless scripted server in this process that answers at once, or after

@@ -1,4 +1,4 @@
-"""Non-model time per round of a turn (SPEC §14), on PostgreSQL and Redis.
+"""Non-model time per round of a turn, on PostgreSQL and Redis.
 
 Turns of 3 rounds (two reads in rounds 1 and 2, two tool calls each; the
 answer in round 3), each run by ``agent.tasks.run_turn`` in this process, in
@@ -430,7 +430,7 @@ def report(a: Variant, b: Variant) -> None:
         counts = harness.median([c[name] for c in a.kinds]), harness.median([c[name] for c in b.kinds])
         print(f"  {name:<52}{counts[0]:>5.0f}{counts[1]:>6.0f}")
 
-    print("\ntargets (SPEC §14: ≤ 12 statements of our own per round with two tool calls, p50 ≤ 10 ms, p95 ≤ 40 ms):")
+    print("\ntargets:")
     for v in (a, b):
         checks = [
             ("≤ 12 statements (round 2)", max(v.ours[2]) <= 12),

@@ -2,7 +2,7 @@
 # Ours and the peer (django-ai-assistant 0.4), one after the other, on the same scripted model server
 # (the peer bench's scripted_llm.py, in its own process) and the same turn shape: 2 rounds of 2 tool
 # calls, then the answer. Prints both sides' non-model time per round at 20-92 and about 400 stored
-# messages, and the ratios (SPEC §14).
+# messages, and the ratios.
 #
 #   bench/versus_peer.sh                 # TURNS=100 (ours, per chat length; the peer's run), RUNS=1
 #
@@ -105,7 +105,7 @@ ratio_short = statistics.median(short["the peer, turn / 3"]) / statistics.median
 ratio_long = statistics.median(long["the peer, turn / 3"]) / statistics.median(long["ours, turn / 3"])
 busy = [o.get("busy_cores", float("nan")) for o in ours]
 peer_busy = [p.get("machine_busy_cores_during_batch", float("nan")) for p in peer]
-print("\ntargets (SPEC §14):")
+print("\ntargets:")
 print(f"  ours p50 ≤ 10 ms per round:      {'yes' if statistics.median(per_round) <= 0.010 else 'NO'} "
       f"({ms(statistics.median(per_round)).strip()} ms)")
 print(f"  ours p95 ≤ 40 ms per round:      {'yes' if pct(per_round, 95) <= 0.040 else 'NO'} "

@@ -1,4 +1,4 @@
-"""The ru and et catalogues are complete, and the compiled ones are in use (SPEC §12)."""
+"""The ru and et catalogues are complete, and the compiled ones are in use."""
 
 import re
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""Life cycle (SPEC §11) and the tasks' stable names."""
+"""Life cycle and the tasks' stable names."""
 
 from datetime import timedelta
 

@@ -1,4 +1,4 @@
-"""Model calls through the official ``openai`` client (SPEC §8)."""
+"""Model calls through the official ``openai`` client."""
 
 from .client import AIError, Completion, ToolCall, complete, effective_endpoint
 from .endpoints import Choice, effective

@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 
 
 class AIError(Exception):
-    """A model call that did not give an answer; ``code`` is one of SPEC §7."""
+    """A model call that did not give an answer; ``code`` is one of a ``model_failed`` notice's codes."""
 
     def __init__(
         self,
@@ -276,7 +276,7 @@ def _fail(
 
 
 def map_sdk_error(error: Exception) -> AIError:
-    """The code of SPEC §7 for an exception of the ``openai`` SDK."""
+    """The failure code for an exception of the ``openai`` SDK."""
     import openai
 
     if isinstance(error, openai.APITimeoutError):

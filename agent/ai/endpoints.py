@@ -1,4 +1,4 @@
-"""Which endpoint a user's turn uses, and why (SPEC §8.4).
+"""Which endpoint a user's turn uses, and why.
 
 A personal endpoint is set by staff (any endpoint) or picked by the user (only from
 ``AgentSettings.selectable_endpoints``). It is used while it is enabled and, for a user's

@@ -1,4 +1,4 @@
-"""Admission and budget (SPEC §8.3): rolling 24-hour caps, and the off-purpose block."""
+"""Admission and budget: rolling 24-hour caps, and the off-purpose block."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Limits that explain themselves (SPEC §8.3): which cap, how much is used, and when the rolling
+"""Limits that explain themselves: which cap, how much is used, and when the rolling
 window frees up, for the "My assistant" panel and for a refusal's params and message.
 
 The caps are the guard's; this module only reads where each one stands.

@@ -1,4 +1,4 @@
-"""Attachments (SPEC §9): the user's files in a chat, read once, safely.
+"""Attachments: the user's files in a chat, read once, safely.
 
 ``api`` is the door (add, remove, list, the turn's files); ``client_view`` (what a
 client sees of a file) is ``agent.conversations.file_view``, as it goes with the message;

@@ -1,6 +1,6 @@
-"""The user's files in a chat (SPEC §9): add, remove, list, and what a client sees.
+"""The user's files in a chat: add, remove, list, and what a client sees.
 
-Every session-bound function runs the check ladder of SPEC §1 first. Files go
+Every session-bound function runs the check ladder of ``agent.access`` first. Files go
 through Django's storage API in chunks (a site on django-storages works
 unchanged) and are read by ``agent.process_attachment`` once, on commit.
 """
@@ -151,7 +151,7 @@ def open_file(ref: SessionRef, attachment_id: Any, *, impersonated: bool) -> tup
         raise downloads.unreadable(row, error) from None
 
 
-# -- the turn (SPEC §3 step 1, §3.1) ---------------------------------------------------
+# -- the turn --------------------------------------------------------------------------
 
 
 def for_turn(scope: Scope, conversation: Conversation, attachment_ids: Iterable[Any]) -> list[Attachment]:

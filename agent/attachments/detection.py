@@ -1,4 +1,4 @@
-"""What a file is, decided by its content and its name together (SPEC §9).
+"""What a file is, decided by its content and its name together.
 
 The name's extension says what the user meant; the first bytes (each format's
 own signature) must agree. Text kinds have no signature: they must hold no NUL

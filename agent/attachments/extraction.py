@@ -1,4 +1,4 @@
-"""Reading a file once (SPEC §9), in the task ``agent.process_attachment``.
+"""Reading a file once, in the task ``agent.process_attachment``.
 
 Every byte comes through the storage's ``open()``, never a local path, so a
 worker on any host reads what a web process on another host stored. Text kinds

@@ -1,4 +1,4 @@
-"""Stored files go with their rows (SPEC §9, §11), and no file waits forever to be read.
+"""Stored files go with their rows, and no file waits forever to be read.
 
 Whatever deletes an ``Attachment`` row (a removed file, a purged chat, a
 deleted user, the nightly purge) also deletes its stored file, after the

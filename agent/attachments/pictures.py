@@ -1,4 +1,4 @@
-"""Pictures for the model (SPEC §9.1): image parts in every round of their own turn only.
+"""Pictures for the model: image parts in every round of their own turn only.
 
 The history keeps a line that names each picture (``history.user_content``);
 the pixels go only with the turn that sent them, as JPEG or PNG data URLs no

@@ -1,4 +1,4 @@
-"""The site's tools, declared with ``@agent_tool`` and run as the session's user (SPEC §5)."""
+"""The site's tools, declared with ``@agent_tool`` and run as the session's user."""
 
 from .executor import execute_as, visible_for
 from .registry import Tool, ToolContext, ToolResult, agent_tool, registry

@@ -1,4 +1,4 @@
-"""Run a tool as the session's user: reads run, writes become cards (SPEC §5)."""
+"""Run a tool as the session's user: reads run, writes become cards."""
 
 from __future__ import annotations
 

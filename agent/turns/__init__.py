@@ -1,4 +1,4 @@
-"""Turns: start one, stop one (SPEC §3), or one on a new version of a message (``versions``).
+"""Turns: start one, stop one, or one on a new version of a message (``versions``).
 The rounds are ``agent.turns.runner``'s."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What a turn shows the model of the chat so far (SPEC §4).
+"""What a turn shows the model of the chat so far.
 
 Kept: the user's messages and the final answers of earlier turns, and each
 card as a fixed phrase (its outcome, or "waiting"). Left out: tool calls and
@@ -153,7 +153,7 @@ def _fitted(text: str, files: list[Any], room: int) -> str:
 
 
 def _card_tool(notice: Message | _Row) -> str:
-    """The card's ``tool_name`` (SPEC §4); the notice's own copy spares a query when the card is not loaded."""
+    """The card's ``tool_name``; the notice's own copy spares a query when the card is not loaded."""
     if isinstance(notice, _Row):
         return notice.card_tool or ""
     if Message.confirmation.is_cached(notice):

@@ -1,4 +1,4 @@
-"""Leases for turns (SPEC §3.3): a row per lock, taken in one atomic statement.
+"""Leases for turns: a row per lock, taken in one atomic statement.
 
 A lock is held until its lease runs out unless the heartbeat renews it; a
 newer turn can take over only an expired lease, and never one whose holder is

@@ -1,4 +1,4 @@
-"""How a turn ends (SPEC §3.4): one function for every way, and the sweep for dead workers."""
+"""How a turn ends: one function for every way, and the sweep for dead workers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The system prompt of a turn, in the user's language (SPEC §3.5)."""
+"""The system prompt of a turn, in the user's language."""
 
 from __future__ import annotations
 

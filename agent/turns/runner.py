@@ -1,4 +1,4 @@
-"""The rounds of one turn (SPEC §3.1, §3.2), run in the turn's Celery task.
+"""The rounds of one turn, run in the turn's Celery task.
 
 Every write goes through ``_store``, fenced by the chat's lease in the same
 transaction (on PostgreSQL the same statement), so a worker that froze past its
@@ -162,13 +162,13 @@ class TurnRunner:
     # -- the turn ----------------------------------------------------------------
 
     def run(self) -> End:
-        """The user's message first (SPEC §3.1), then the rounds, each after its re-check.
+        """The user's message first, then the rounds, each after its re-check.
 
         Runs a turn that ``claim`` returned: its own state was read there, just now.
         """
         self.verify_claimed()
         if self.turn.agent_lapsed_cards:
-            with self.fenced():  # before the chat is read (SPEC §4)
+            with self.fenced():  # before the chat is read, so a lapsed card does not read as waiting
                 confirmations.settle_lapsed(self.turn.conversation_id)
         limit = agent_settings.HISTORY_CHARS
         if self.turn.attachment_ids or self.turn.user_message_id:
@@ -228,7 +228,7 @@ class TurnRunner:
                 self._keep_partial(End(Status.DEADLINE), answer_id, draft.text, error.request_id)
                 raise TurnEnded(End(Status.DEADLINE)) from None
             if number == 1 and self.pictures and pictures.refused_pictures(error):
-                self._take_pictures_off(pictures_only=True)  # refused with them: once more, without (SPEC §9.1)
+                self._take_pictures_off(pictures_only=True)  # refused with them: once more, without
                 return self.round(scope, number, last=last)
             self.verify()
             journal_row = None if error.refused else error.request_id  # a refused call reached no sink

@@ -1,4 +1,4 @@
-"""The answer while the model writes it (SPEC §16): drafts to the chat's tabs, checks between chunks.
+"""The answer while the model writes it: drafts to the chat's tabs, checks between chunks.
 
 A draft is not stored while it streams. The tabs get the text so far at most
 once per ``STREAM_INTERVAL_MS``: the first chunk's at once, the rest as the

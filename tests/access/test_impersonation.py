@@ -1,4 +1,4 @@
-"""``agent.access.is_impersonated`` on requests and Channels scopes (SPEC §1, rung 1)."""
+"""``agent.access.is_impersonated`` on requests and Channels scopes."""
 
 from __future__ import annotations
 

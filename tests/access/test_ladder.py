@@ -1,4 +1,4 @@
-"""The access ladder of SPEC §1, for every session-bound door of ``agent.conversations``.
+"""The access ladder, for every session-bound door of ``agent.conversations``.
 
 Each door is called in every refused state; the refusal must be the right
 one and nothing may be written (the chats, their messages, the channel

@@ -1,4 +1,4 @@
-"""Checks 1-3 in one statement that is compiled once and reads everything afresh (SPEC §1, §14).
+"""Checks 1-3 in one statement that is compiled once and reads everything afresh.
 
 The permissions come from one subquery over the user's own and their groups'
 permissions, as Django's ModelBackend reads them; a change between two calls

@@ -1,4 +1,4 @@
-"""``agent.ai.complete`` through the real ``openai`` client against the scripted server (SPEC §8.1, §8.2)."""
+"""``agent.ai.complete`` through the real ``openai`` client against the scripted server."""
 
 from __future__ import annotations
 

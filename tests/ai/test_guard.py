@@ -1,4 +1,4 @@
-"""The guard: rolling 24-hour caps and the off-purpose block (SPEC §8.3)."""
+"""The guard: rolling 24-hour caps and the off-purpose block."""
 
 from __future__ import annotations
 

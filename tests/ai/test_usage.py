@@ -1,4 +1,4 @@
-"""Usage sinks and the agent's own sink, ``link_to_message`` (SPEC §8.2)."""
+"""Usage sinks and the agent's own sink, ``link_to_message``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Which endpoint a turn uses and why (SPEC §8.4): personal, default, or a fallback with its reason."""
+"""Which endpoint a turn uses and why: personal, default, or a fallback with its reason."""
 
 from __future__ import annotations
 

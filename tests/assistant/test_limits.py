@@ -1,4 +1,4 @@
-"""Limits that explain themselves (SPEC §8.3): a refusal names the limit, the amount and when it frees up."""
+"""Limits that explain themselves: a refusal names the limit, the amount and when it frees up."""
 
 from __future__ import annotations
 

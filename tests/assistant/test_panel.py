@@ -1,4 +1,4 @@
-"""The "My assistant" panel (SPEC §8.3, §8.4, §3.5): its data, its writes through the ladder, its page."""
+"""The "My assistant" panel: its data, its writes through the ladder, its page."""
 
 from __future__ import annotations
 

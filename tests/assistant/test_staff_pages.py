@@ -1,4 +1,4 @@
-"""Staff's view of cost (SPEC §10): the chart, endpoint health, the journal's CSV and each user's endpoint."""
+"""Staff's view of cost: the chart, endpoint health, the journal's CSV and each user's endpoint."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The files API (SPEC §9): the ladder, the refusals, storage, the composer, the turn's files."""
+"""The files API: the ladder, the refusals, storage, the composer, the turn's files."""
 
 from __future__ import annotations
 
@@ -263,7 +263,7 @@ def test_a_client_never_sees_the_text(ref: SessionRef, chat: Any) -> None:
     assert "secret" not in str(view)
 
 
-# -- the turn's files (SPEC §3 step 1) ------------------------------------------------------------
+# -- the turn's files ------------------------------------------------------------
 
 
 def test_for_turn_takes_ready_unlinked_files_of_this_chat_and_user_in_order(

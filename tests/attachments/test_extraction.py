@@ -1,4 +1,4 @@
-"""``agent.process_attachment`` (SPEC §9): each format read once, every hostile file ending safely."""
+"""``agent.process_attachment``: each format read once, every hostile file ending safely."""
 
 from __future__ import annotations
 

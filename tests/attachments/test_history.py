@@ -1,4 +1,4 @@
-"""Files in the history (SPEC §4 ``user_content``) and pictures for the model (SPEC §9.1)."""
+"""Files in the history and pictures for the model."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Files that try to steer the model (SPEC §15): with the scripted model obeying them, nothing is written
+"""Files that try to steer the model: with the scripted model obeying them, nothing is written
 without a confirmed card, nothing unescaped reaches the page, and no external image or script loads."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A turn with the user's files: linked to the message that sends them, read by the model in that turn
 (text in its share, pictures as image parts), and pictures never sent to a model that cannot see them
-(SPEC §3, §4, §9, §9.1)."""
+."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Cards: a write runs only on its user's click, with everything still holding (SPEC §6, §15)."""
+"""Cards: a write runs only on its user's click, with everything still holding."""
 
 from __future__ import annotations
 

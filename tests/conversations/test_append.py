@@ -1,5 +1,5 @@
 """``append_message`` fenced by a lease: stored with the chat's counters only while the lease is held
-(SPEC §3.3), in one statement on PostgreSQL (SPEC §14)."""
+, in one statement on PostgreSQL."""
 
 from __future__ import annotations
 

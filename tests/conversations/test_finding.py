@@ -1,4 +1,4 @@
-"""Finding chats: the archive listed apart and restored by its owner, and search over one's own chats (SPEC §2)."""
+"""Finding chats: the archive listed apart and restored by its owner, and search over one's own chats."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Create, rename, archive and delete a chat (SPEC §2)."""
+"""Create, rename, archive and delete a chat."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Writing a message (SPEC §2.1) and what a client sees of one (SPEC §2.2)."""
+"""Writing a message and what a client sees of one."""
 
 from __future__ import annotations
 

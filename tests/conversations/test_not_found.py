@@ -1,4 +1,4 @@
-"""Rung 4 of SPEC §1: "not yours", "not there" and "not an id" are the same ``NotFound``."""
+"""The chat rung of the access ladder: "not yours", "not there" and "not an id" are the same ``NotFound``."""
 
 from __future__ import annotations
 

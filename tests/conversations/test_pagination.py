@@ -1,4 +1,4 @@
-"""Keyset pages of chats and messages (SPEC §2)."""
+"""Keyset pages of chats and messages."""
 
 from __future__ import annotations
 

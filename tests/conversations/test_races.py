@@ -1,4 +1,4 @@
-"""Races on PostgreSQL, for real: threads with their own connections (SPEC §2)."""
+"""Races on PostgreSQL, for real: threads with their own connections."""
 
 from __future__ import annotations
 

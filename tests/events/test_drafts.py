@@ -1,4 +1,4 @@
-"""Drafts of a streamed answer reach a socket only under a scope checked within the last second (SPEC §16)."""
+"""Drafts of a streamed answer reach a socket only under a scope checked within the last second."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fan-out to many tabs (SPEC §2.3, §14): one check per session and one read per user, fresh, and no silent loss."""
+"""Fan-out to many tabs: one check per session and one read per user, fresh, and no silent loss."""
 
 from __future__ import annotations
 

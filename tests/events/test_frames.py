@@ -1,4 +1,4 @@
-"""The websocket's action frames go through the same doors as HTTP: send, stop, confirm, cancel (SPEC §10)."""
+"""The websocket's action frames go through the same doors as HTTP: send, stop, confirm, cancel."""
 
 from __future__ import annotations
 

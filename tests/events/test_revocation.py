@@ -1,4 +1,4 @@
-"""A revocation closes the session's open sockets (SPEC §10): signals within a second, the rest by the re-check.
+"""A revocation closes the session's open sockets: signals within a second, the rest by the re-check.
 
 Every way a right is lost is covered: each side of each m2m relation that
 grants ``agent.use_agent`` (remove and clear), the user's own flags, the
@@ -27,7 +27,7 @@ from tests.factories import UserFactory
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True), pytest.mark.timeout(30)]
 
-SIGNAL_CLOSE_S = 1.0  # SPEC §10
+SIGNAL_CLOSE_S = 1.0  # a revoked session's sockets close within a second
 
 
 def use_agent() -> Permission:

@@ -1,4 +1,4 @@
-"""Subscribing a Channels channel to a chat's group (SPEC §2, §2.3), on the real Redis layer."""
+"""Subscribing a Channels channel to a chat's group, on the real Redis layer."""
 
 from __future__ import annotations
 

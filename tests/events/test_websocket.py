@@ -1,4 +1,4 @@
-"""The chat page's websocket (SPEC §10) through the test site's real ASGI stack and Redis layer.
+"""The chat page's websocket through the test site's real ASGI stack and Redis layer.
 
 The socket is opened against ``tests.asgi.application`` (origin validator,
 session and auth middleware) with a real session cookie.

@@ -1,6 +1,6 @@
 """Crash → tabs told at the production lease (``LOCK_LEASE_S`` 30, renewed every 10 s; sweep every 10 s).
 
-The figure the 45 s promise of SPEC §3.4 is about; the other crash runs use a
+The figure the promise "chat free and tabs told within 45 s of a crash" is about; the other crash runs use a
 short lease to stay quick.
 """
 

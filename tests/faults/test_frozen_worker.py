@@ -1,4 +1,4 @@
-"""A worker frozen past its lease writes nothing when it wakes (SPEC §3.3, issue 7 defect 4).
+"""A worker frozen past its lease writes nothing when it wakes.
 
 The turn's pool child is stopped (SIGSTOP) inside the model call, longer than
 the lease; a new turn takes the chat; then the child is continued and gets an

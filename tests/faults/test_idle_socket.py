@@ -1,4 +1,4 @@
-"""An idle tab over the Redis channel layer stays open and keeps hearing its chat (SPEC §14, issue 7 defect 1).
+"""An idle tab over the Redis channel layer stays open and keeps hearing its chat.
 
 redis-py 8 times out a socket read after 5 s, the length of channels-redis's
 own blocking read: with the layer configured naively every socket died about

@@ -1,4 +1,4 @@
-"""Beat down for a while and a broker that lost a queued turn: the sweep queues it again once beat is back (SPEC §3.4).
+"""Beat down for a while and a broker that lost a queued turn: the sweep queues it again once beat is back.
 
 The issue's scenario is beat dead for a minute; here the sweep's threshold
 (``QUEUED_REQUEUE_S``) is 5 s and beat stays down 10 s, the same story in a

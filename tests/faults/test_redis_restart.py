@@ -1,4 +1,4 @@
-"""Redis killed and started again mid-turn: tabs reconnect and resync, workers carry on (SPEC §10, §3.4).
+"""Redis killed and started again mid-turn: tabs reconnect and resync, workers carry on.
 
 The test's own ``redis-server`` (its own port, no persistence, so it comes
 back empty) is the channel layer and the broker of this module's daphne and

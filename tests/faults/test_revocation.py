@@ -1,4 +1,4 @@
-"""Revocation mid-answer, every kind: no tool or model step starts after it, and every socket closes (SPEC §10, §14).
+"""Revocation mid-answer, every kind: no tool or model step starts after it, and every socket closes.
 
 The model answers with three slow reads (``notes_wait``). While the first runs,
 the session loses its right to the assistant. Then: no second read and no

@@ -1,4 +1,4 @@
-"""A worker killed mid-turn: the chat freed, the `interrupted` notice stored, every open tab told (SPEC §3.4, §14).
+"""A worker killed mid-turn: the chat freed, the `interrupted` notice stored, every open tab told.
 
 SIGKILL goes to the pool child that runs the turn (the prefork parent lives on
 and forks a new one) or to the whole process group (the worker is gone and a

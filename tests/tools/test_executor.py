@@ -1,4 +1,4 @@
-"""What a session may see and run: ``visible_for`` and ``execute_as`` (SPEC §5, §3.2)."""
+"""What a session may see and run: ``visible_for`` and ``execute_as``."""
 
 from __future__ import annotations
 

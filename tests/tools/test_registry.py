@@ -1,4 +1,4 @@
-"""Declaring tools: ``@agent_tool`` validates at start-up and registers (SPEC §5)."""
+"""Declaring tools: ``@agent_tool`` validates at start-up and registers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The cost caps before each model call of a turn, read in the turn's one check (SPEC §8.3, §14).
+"""The cost caps before each model call of a turn, read in the turn's one check.
 
 The turn reads the caps and what was spent with its re-check of the session,
 so each cap must come out as the guard picks it: the user's own, else the

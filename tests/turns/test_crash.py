@@ -1,4 +1,4 @@
-"""A worker process killed with SIGKILL mid-turn: the sweep ends the turn and frees the chat (SPEC §3.4)."""
+"""A worker process killed with SIGKILL mid-turn: the sweep ends the turn and frees the chat."""
 
 from __future__ import annotations
 

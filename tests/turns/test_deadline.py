@@ -1,4 +1,4 @@
-"""The deadline bounds every model call, retries and the task's soft time limit included (SPEC §3.4)."""
+"""The deadline bounds every model call, retries and the task's soft time limit included."""
 
 from __future__ import annotations
 

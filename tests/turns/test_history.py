@@ -1,4 +1,4 @@
-"""What a turn shows the model of the chat so far (SPEC §4)."""
+"""What a turn shows the model of the chat so far."""
 
 from __future__ import annotations
 

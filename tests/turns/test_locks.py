@@ -1,4 +1,4 @@
-"""Leases for turns (SPEC §3.3): one row per lock, taken in one statement, fenced, released by its holder."""
+"""Leases for turns: one row per lock, taken in one statement, fenced, released by its holder."""
 
 from __future__ import annotations
 

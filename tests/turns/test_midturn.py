@@ -1,5 +1,5 @@
 """The world changes while a turn runs: a read tool declared here makes the change when the model calls it
-(SPEC §3.1 a and f, §3.3, §3.4). The same, from another thread during a slow model call, is in test_worker."""
+. The same, from another thread during a slow model call, is in test_worker."""
 
 from __future__ import annotations
 

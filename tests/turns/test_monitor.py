@@ -1,4 +1,4 @@
-"""How a turn ends, however it ends, and the sweep for dead workers and lost queues (SPEC §3.4)."""
+"""How a turn ends, however it ends, and the sweep for dead workers and lost queues."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Rights lost while the model thinks: no tool step starts with them (SPEC §14, §15)."""
+"""Rights lost while the model thinks: no tool step starts with them."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def test_a_budget_refusal_notice_names_no_journal_row(ref, chat, user, endpoint,
     assert notice.ai_request_id is None and len(model_server.requests) == 1
 
 
-# -- a revocation while the answer's tool calls run: none of the rest starts (SPEC §14) -------
+# -- a revocation while the answer's tool calls run: none of the rest starts -------
 
 
 def _logout(session: Any, user: Any) -> None:

@@ -1,4 +1,4 @@
-"""The rounds of a turn, run in this process through ``agent.tasks.run_turn`` (SPEC §3.1, §3.2, §3.5, §7)."""
+"""The rounds of a turn, run in this process through ``agent.tasks.run_turn``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``agent.turns.start`` and ``stop``: the checks in order, the Turn row, the task on commit (SPEC §3)."""
+"""``agent.turns.start`` and ``stop``: the checks in order, the Turn row, the task on commit."""
 
 from __future__ import annotations
 

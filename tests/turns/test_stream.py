@@ -1,4 +1,4 @@
-"""Streamed answers (SPEC §16): drafts on the chat's group while the model writes; on a stop or the
+"""Streamed answers: drafts on the chat's group while the model writes; on a stop or the
 deadline, what was streamed is kept as a partial answer.
 
 The model is the scripted server speaking server-sent events to the real

@@ -1,5 +1,5 @@
 """Turns run by a real Celery worker on the Redis broker, and acted on from this thread while the model
-call is slow (SPEC §3, §3.3, §3.4)."""
+call is slow."""
 
 from __future__ import annotations
 

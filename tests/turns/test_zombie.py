@@ -1,4 +1,4 @@
-"""A worker that froze past its lease writes nothing when it wakes (SPEC §3.3)."""
+"""A worker that froze past its lease writes nothing when it wakes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Finding chats over the page's API: the archive, restore, and search (SPEC §2, §10)."""
+"""Finding chats over the page's API: the archive, restore, and search."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The chat page (SPEC §10): login required, a strict CSP, nothing inline, the user's language."""
+"""The chat page: login required, a strict CSP, nothing inline, the user's language."""
 
 from __future__ import annotations
 

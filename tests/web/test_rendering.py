@@ -1,4 +1,4 @@
-"""Output handling (SPEC §15): a model's Markdown becomes inert HTML; notices come in the user's language."""
+"""Output handling: a model's Markdown becomes inert HTML; notices come in the user's language."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ export const PLACEHOLDER = "00000000-0000-0000-0000-000000000000";
 
 const _ = (text) => (typeof window.gettext === "function" ? window.gettext(text) : text);
 
-/* Each code of SPEC §9, in the user's language. */
+/* Each refusal and failure code of a file, in the user's language. */
 export function describeError(code) {
   const texts = {
     file_too_large: _("The file is too large."),
