@@ -261,14 +261,14 @@ export function mountAttachments({
 
   function refused(file, reason, error) {
     const key = `local-${(localKeys += 1)}`;
-    const state = { key, name: file.name, size: file.size, status: "failed", reason, error };
+    const state = { key, picked: localKeys, name: file.name, size: file.size, status: "failed", reason, error };
     chips.set(key, state);
     draw(state);
   }
 
   function queue(file) {
     const key = `local-${(localKeys += 1)}`;
-    const state = { key, name: file.name, size: file.size, status: "waiting", file };
+    const state = { key, picked: localKeys, name: file.name, size: file.size, status: "waiting", file };
     chips.set(key, state);
     waiting.push(state);
     draw(state);
@@ -469,11 +469,17 @@ export function mountAttachments({
     take,
     refresh,
     readyIds() {
-      // In the order shown: the order the files were picked in.
+      // In the order the files were picked in, however their uploads and readings interleaved: files
+      // this page picked by when it picked them, after those it found waiting (in the order shown).
       const shown = [...list.children];
+      const position = (s) => [s.picked || 0, shown.indexOf(s.node)];
       return [...chips.values()]
         .filter((s) => s.view && s.status === "ready" && !s.removing)
-        .sort((a, b) => shown.indexOf(a.node) - shown.indexOf(b.node))
+        .sort((a, b) => {
+          const [pickedA, shownA] = position(a);
+          const [pickedB, shownB] = position(b);
+          return pickedA - pickedB || shownA - shownB;
+        })
         .map((s) => s.view.id);
     },
     busy() {
