@@ -8,18 +8,16 @@ a lost permission takes effect on the very next call.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from importlib import import_module
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from django.conf import settings
 from django.contrib.auth import HASH_SESSION_KEY, SESSION_KEY, get_user_model
 from django.contrib.auth.models import Permission
 from django.db import connections, router
-from django.db.models import BigIntegerField, CharField, DateTimeField, Expression, QuerySet, Subquery
+from django.db.models import BigIntegerField, CharField, QuerySet, Subquery
 from django.db.models.expressions import RawSQL
-from django.db.models.query import get_related_populators
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 from django.utils.module_loading import import_string
@@ -27,6 +25,7 @@ from django.utils.module_loading import import_string
 from . import errors
 from .conf import agent_settings
 from .events import session_group
+from .statements import Columns, Statement, compiled, slot
 
 USE_PERMISSION = "agent.use_agent"
 
@@ -36,7 +35,7 @@ class SessionRef:
     """A live Django session and the user it was read for. The key is a credential."""
 
     session_key: str = field(repr=False)
-    user_id: int
+    user_id: int | None  # None: nobody signed in, refused by every check
 
     def __repr__(self) -> str:
         return f"SessionRef(user_id={self.user_id!r})"
@@ -150,7 +149,7 @@ def authorize_with(
     if isinstance(annotations, Columns):
         statement = _compiled(fast_session, checked, annotations)
     else:
-        statement = _Statement(_checks_queryset(fast_session, checked, annotations or {}), annotations or {})
+        statement = Statement(_checks_queryset(fast_session, checked, annotations or {}), annotations or {})
     now = timezone.now()
     user = statement.run({**(values or {}), "user": ref.user_id, "session_key": ref.session_key, "now": now})
     if user is None:
@@ -187,91 +186,15 @@ def authorize_with(
     return scope, {name: getattr(user, name) for name in statement.names}
 
 
-@dataclass(frozen=True)
-class Columns:
-    """A caller's own columns for ``authorize_with``'s statement, compiled with it once per thread.
-
-    ``build()`` gives the annotations (expressions on the user row). A value that changes from
-    call to call must enter as ``slot(name, field)``, filled from ``authorize_with``'s
-    ``values``; ``slot("now")`` is the time of the call.
-    """
-
-    name: str
-    build: Callable[[], dict[str, Any]]
-
-
-class Slot(Expression):
-    """A parameter of a compiled statement, bound at each run from the caller's values."""
-
-    def __init__(self, name: str, output_field: Any) -> None:
-        super().__init__(output_field=output_field)
-        self.name = name
-
-    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
-        return "%s", [self]
-
-    def bind(self, value: Any, connection: Any) -> Any:
-        return self.output_field.get_db_prep_value(value, connection, prepared=False)
-
-
-def slot(name: str, output_field: Any = None) -> Slot:
-    """A value of the call in a ``Columns`` expression: ``slot("now")`` or one of the caller's ``values``."""
-    return Slot(name, output_field if output_field is not None else DateTimeField())
-
-
-class _Statement:
-    """A user query compiled once: each ``run`` binds its slots, executes and builds the user as
-    ``QuerySet`` would (with ``select_related`` and the annotations), reading everything afresh."""
-
-    def __init__(self, queryset: QuerySet[Any], names: Iterable[str]) -> None:
-        self.db = queryset.db
-        self.names = list(names)  # the caller's annotations, handed back by name
-        compiler = queryset.query.get_compiler(using=self.db)
-        sql, params = compiler.as_sql()
-        self.sql, self.params, self.compiler = sql, list(params), compiler
-        self.slots = [(position, p) for position, p in enumerate(self.params) if isinstance(p, Slot)]
-        klass_info, select = compiler.klass_info, compiler.select
-        self.model = klass_info["model"]
-        start, end = klass_info["select_fields"][0], klass_info["select_fields"][-1] + 1
-        self.span = slice(start, end)
-        self.init_list = [column[0].target.attname for column in select[start:end]]
-        self.populators = get_related_populators(klass_info, select, self.db)
-        self.annotations = dict(compiler.annotation_col_map)
-        self.converters = compiler.get_converters([column[0] for column in select[: compiler.col_count]])
-
-    def run(self, values: dict[str, Any]) -> Any:
-        connection = connections[self.db]
-        params = list(self.params)
-        for position, parameter in self.slots:
-            params[position] = parameter.bind(values[parameter.name], connection)
-        with connection.cursor() as cursor:
-            cursor.execute(self.sql, params)
-            row = cursor.fetchone()
-        if row is None:
-            return None
-        if self.converters:
-            row = next(self.compiler.apply_converters([row], self.converters))
-        user = self.model.from_db(self.db, self.init_list, row[self.span])
-        for populator in self.populators:
-            populator.populate(row, user)
-        for name, position in self.annotations.items():
-            setattr(user, name, row[position])
-        return user
-
-
-_threads = threading.local()
-
-
-def _compiled(fast_session: bool, checked: tuple[str, ...], columns: Columns) -> _Statement:
-    """The statement for this kind of caller, compiled once per thread (a compiled query holds its
-    thread's connection)."""
-    statements = _threads.__dict__.setdefault("statements", {})
+def _compiled(fast_session: bool, checked: tuple[str, ...], columns: Columns) -> Statement:
+    """The ladder's statement for this kind of caller, compiled once per thread."""
     key = (router.db_for_read(get_user_model()), get_user_model()._meta.label, fast_session, checked, columns)
-    statement = statements.get(key)
-    if statement is None:
-        built = columns.build()
-        statement = statements[key] = _Statement(_checks_queryset(fast_session, checked, built), built)
-    return statement
+
+    def build() -> Statement:
+        annotations = columns.build()
+        return Statement(_checks_queryset(fast_session, checked, annotations), annotations)
+
+    return compiled(key, build)
 
 
 def _checks_queryset(fast_session: bool, checked: tuple[str, ...], annotations: dict[str, Any]) -> QuerySet[Any]:
@@ -323,7 +246,7 @@ def _chunks(checked: tuple[str, ...]) -> list[tuple[str, ...]]:
 
 def _held(user: Any, checked: tuple[str, ...]) -> frozenset[str]:
     """The checked permissions the user holds, from the statement's bit masks."""
-    held = set()
+    held: set[str] = set()
     for number, permissions in enumerate(_chunks(checked)):
         mask = int(getattr(user, f"agent_held_{number}") or 0)
         held.update(p for bit, p in enumerate(permissions) if mask >> bit & 1)

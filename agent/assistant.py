@@ -16,7 +16,7 @@ from django.utils.translation import gettext as _
 
 from . import quotas
 from .access import SessionRef, authorize_session
-from .ai import endpoints, limits
+from .ai import endpoints, limits, providers
 from .conf import agent_settings
 from .models import AgentSettings, Endpoint, UserSettings
 
@@ -90,7 +90,7 @@ def _pick(own: UserSettings, field: str, value: Any, site: AgentSettings) -> Non
         chosen = Endpoint.objects.get(pk=int(value), pk__in=allowed, enabled=True)
     except (Endpoint.DoesNotExist, TypeError, ValueError):
         raise ValidationError(_("This model cannot be picked.")) from None
-    if field == "picture_endpoint" and not chosen.supports_images:
+    if field == "picture_endpoint" and not providers.adapter_for(chosen).sees_pictures():
         raise ValidationError(_("This model cannot see pictures."))
     setattr(own, field, chosen)
     setattr(own, f"{field}_set_by", UserSettings.SetBy.USER)
@@ -129,12 +129,13 @@ def _view(user: Any, own: UserSettings | None) -> dict[str, Any]:
 
 def endpoint_view(endpoint: Endpoint) -> dict[str, Any]:
     """What a user may see of an endpoint: never its URL or key."""
+    adapter = providers.adapter_for(endpoint)
     return {
         "id": endpoint.pk,
         "name": endpoint.name,
         "model": endpoint.model,
-        "supports_images": endpoint.supports_images,
-        "supports_tools": endpoint.supports_tools,
+        "supports_images": adapter.sees_pictures(),
+        "supports_tools": adapter.takes_tools(),
     }
 
 

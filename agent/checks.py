@@ -21,50 +21,11 @@ from django.shortcuts import resolve_url
 from django.urls import NoReverseMatch
 from django.utils.module_loading import import_string
 
-from .conf import AgentConf, agent_settings
+from .ai.providers import adapter_class
+from .conf import NAME, POSITIVE, AgentConf, agent_settings
 from .tools.registry import registry
 
 TAG = "agent"
-
-_POSITIVE_INTS = [
-    "HISTORY_CHARS",
-    "TOOL_RESULT_CHARS",
-    "MAX_TOOL_ROUNDS",
-    "MAX_TOOL_CALLS_PER_ROUND",
-    "TURN_DEADLINE_S",
-    "STOP_GRACE_S",
-    "LOCK_LEASE_S",
-    "LOCK_RENEW_S",
-    "QUEUED_REQUEUE_S",
-    "CONFIRMATION_TTL_S",
-    "MAX_TURNS_PER_USER",
-    "MAX_FILES_PER_MESSAGE",
-    "MAX_FILE_BYTES",
-    "OFF_PURPOSE_LIMIT",
-    "CHATS_PAGE",
-    "CHATS_PAGE_MAX",
-    "MESSAGES_PAGE",
-    "MESSAGES_PAGE_MAX",
-    "AUTO_TITLE_CHARS",
-    "MAX_TITLE_CHARS",
-    "MAX_INSTRUCTIONS_CHARS",
-    "WS_MAX_FRAME_BYTES",
-    "WS_FRAMES_PER_10S",
-    "SOCKET_RECHECK_S",
-    "SOCKET_BACKLOG",
-    "EVENTS_KEEPALIVE_S",
-    "STREAM_INTERVAL_MS",
-    "PURGE_DELETED_DAYS",
-]
-_NON_NEGATIVE = [
-    "DAILY_COST_PER_USER",
-    "DAILY_TURNS_PER_USER",
-    "DAILY_COST_SITE",
-    "MODEL_MAX_RETRIES",
-    "MAX_STORED_BYTES_PER_USER",
-    "NEW_CHATS_PER_MINUTE",
-    "UPLOADS_PER_MINUTE",
-]
 
 
 @register(TAG)
@@ -75,41 +36,11 @@ def check_agent_settings(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     errors: list[Error] = []
     for key in sorted(set(raw) - set(AgentConf.names())):
         errors.append(Error(f"Unknown key AGENT[{key!r}].", hint="Check its spelling.", id="agent.E002"))
-    for name in _POSITIVE_INTS:
-        value = getattr(agent_settings, name)
-        if not _is_positive_int(value):
-            errors.append(Error(f"AGENT[{name!r}] must be a positive integer, not {value!r}.", id="agent.E003"))
-    for name in _NON_NEGATIVE:
-        value = getattr(agent_settings, name)
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
-            errors.append(Error(f"AGENT[{name!r}] must be a number ≥ 0, not {value!r}.", id="agent.E004"))
+    for rule, message in AgentConf.problems():
+        errors.append(Error(message, hint=rule.hint, id=rule.check_id))
     renew, lease = agent_settings.LOCK_RENEW_S, agent_settings.LOCK_LEASE_S
-    if _is_positive_int(renew) and _is_positive_int(lease) and renew >= lease:  # else E003 said it already
+    if POSITIVE.holds(renew) and POSITIVE.holds(lease) and renew >= lease:  # else E003 said it already
         errors.append(Error("AGENT['LOCK_RENEW_S'] must be shorter than AGENT['LOCK_LEASE_S'].", id="agent.E005"))
-    for name in ["IMPERSONATION_DETECTOR", "SCOPE_CHECKS", "USAGE_SINKS"]:
-        for path in _as_list(getattr(agent_settings, name)):
-            try:
-                import_string(path)
-            except (ImportError, AttributeError):  # AttributeError: not a string at all
-                errors.append(Error(f"AGENT[{name!r}] names {path!r}, which cannot be imported.", id="agent.E006"))
-    modules = agent_settings.SESSION_WRITE_MODULES
-    if not isinstance(modules, (list, tuple)) or not all(isinstance(m, str) for m in modules):
-        errors.append(Error("AGENT['SESSION_WRITE_MODULES'] must be a list of module names.", id="agent.E007"))
-    body_limit = agent_settings.MAX_REQUEST_BYTES
-    if body_limit is not None and (not isinstance(body_limit, int) or isinstance(body_limit, bool) or body_limit < 0):
-        errors.append(Error("AGENT['MAX_REQUEST_BYTES'] must be None or an integer ≥ 0.", id="agent.E012"))
-    retention = agent_settings.RETENTION_DAYS
-    if retention is not None and not _is_positive_int(retention):
-        errors.append(Error("AGENT['RETENTION_DAYS'] must be None or a positive integer.", id="agent.E008"))
-    prefix = agent_settings.API_KEY_ENV_PREFIX
-    if not isinstance(prefix, str) or not prefix.strip():
-        errors.append(
-            Error(
-                "AGENT['API_KEY_ENV_PREFIX'] must be a non-empty string.",
-                hint="Without a prefix an endpoint could name any variable of the process, SECRET_KEY too.",
-                id="agent.E010",
-            )
-        )
     return errors
 
 
@@ -190,11 +121,11 @@ def check_websocket_route(app_configs: Any = None, **kwargs: Any) -> list[CheckW
                 "Channels and agent.routing; see the README's ASGI module.",
             )
         ]
-    from .consumers import AgentConsumer  # here: every process loads this module at start-up, few need the web layer
+    from .web.consumers import AgentConsumer  # here: every process loads checks at start-up, few need the web
 
     if _routes_to(application, AgentConsumer, seen=set()):
         return []
-    return [_websocket_warning(f"No websocket route under {path!r} leads to agent.consumers.AgentConsumer.")]
+    return [_websocket_warning(f"No websocket route under {path!r} leads to agent.web.consumers.AgentConsumer.")]
 
 
 @register(TAG, Tags.translation)
@@ -265,6 +196,23 @@ def check_attachment_storage(app_configs: Any = None, **kwargs: Any) -> list[Che
     ]
 
 
+@register(TAG)
+def check_provider_adapter(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """Every endpoint that names no adapter of its own calls through the site's: one that does not
+    import would refuse all their calls."""
+    path = agent_settings.PROVIDER_ADAPTER
+    if not NAME.holds(path) or adapter_class(path) is not None:  # not a name at all: agent.E018 says it
+        return []
+    return [
+        Error(
+            f"AGENT['PROVIDER_ADAPTER'] names {path!r}, which is not an importable adapter class.",
+            hint="Give the dotted path of a subclass of agent.ai.providers.OpenAICompatible, or leave the key "
+            "out for that one.",
+            id="agent.E017",
+        )
+    ]
+
+
 def _celery_broker_urls() -> list[str]:
     """Every broker the site names: its settings, and the Celery app it made current in this process."""
     urls = [getattr(settings, name, None) for name in ("CELERY_BROKER_URL", "CELERY_BROKER")]
@@ -329,10 +277,6 @@ def _websocket_warning(message: str, hint: str | None = None) -> CheckWarning:
         "If a middleware of your own hides the route from this check, silence agent.W005.",
         id="agent.W005",
     )
-
-
-def _is_positive_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def _as_list(value: Any) -> list[str]:

@@ -1,23 +1,99 @@
-"""Every setting of the app with its default, in one place.
+"""Every setting of the app with its default and the rule its value must keep, in one place.
 
 Values are read from ``settings.AGENT`` on every access (never at import
-time), so ``override_settings(AGENT={...})`` works in tests.
+time), so ``override_settings(AGENT={...})`` works in tests. Each setting
+names its ``Rule``; the system checks (``agent.checks``) loop over them, so
+a new setting is one line here, checked from the start.
 """
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
+from dataclasses import dataclass
+from typing import Any, Callable, Generic, TypeVar
 
 from django.conf import settings
+from django.utils.module_loading import import_string
+
+from .file_kinds import BY_TYPE, KINDS
 
 T = TypeVar("T")
 
 
-class _Setting(Generic[T]):
-    """One key of ``settings.AGENT`` with its default."""
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
-    def __init__(self, default: T) -> None:
+
+def _number_at_least_zero(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+
+
+def _int_at_least_zero(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value)
+
+
+def _importable(value: Any) -> list[str]:
+    """The paths of ``value`` (a path or a list of them) that do not import."""
+    broken = []
+    for path in [value] if isinstance(value, str) else value if isinstance(value, (list, tuple)) else [value]:
+        try:
+            import_string(path)
+        except (ImportError, AttributeError, TypeError, ValueError):  # AttributeError: not a string at all
+            broken.append(path)
+    return broken
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What a setting's value must be, and the system check error that says it is not."""
+
+    check_id: str
+    must: str
+    holds: Callable[[Any], bool]
+    hint: str | None = None
+
+    def problems(self, name: str, value: Any) -> list[str]:
+        if self.holds(value):
+            return []
+        return [f"AGENT[{name!r}] must be {self.must}, not {value!r}."]
+
+
+class _Importable(Rule):
+    def problems(self, name: str, value: Any) -> list[str]:
+        return [f"AGENT[{name!r}] names {path!r}, which cannot be imported." for path in _importable(value)]
+
+
+POSITIVE = Rule("agent.E003", "a positive integer", _positive_int)
+AT_LEAST_ZERO = Rule("agent.E004", "a number ≥ 0", _number_at_least_zero)
+IMPORTABLE = _Importable("agent.E006", "importable", lambda value: not _importable(value))
+MODULE_NAMES = Rule("agent.E007", "a list of module names", _strings)
+NONE_OR_POSITIVE = Rule("agent.E008", "None or a positive integer", lambda v: v is None or _positive_int(v))
+KEY_PREFIX = Rule(
+    "agent.E010",
+    "a non-empty string",
+    lambda value: isinstance(value, str) and bool(value.strip()),
+    hint="Without a prefix an endpoint could name any variable of the process, SECRET_KEY too.",
+)
+NONE_OR_AT_LEAST_ZERO = Rule("agent.E012", "None or an integer ≥ 0", lambda v: v is None or _int_at_least_zero(v))
+BOOLEAN = Rule("agent.E018", "True or False", lambda value: isinstance(value, bool))
+NAME = Rule("agent.E018", "a non-empty string", lambda value: isinstance(value, str) and bool(value.strip()))
+NONE_OR_NAME = Rule("agent.E018", "None or a non-empty string", lambda v: v is None or NAME.holds(v))
+KNOWN_TYPES = Rule(
+    "agent.E018",
+    f"a list of these content types: {', '.join(BY_TYPE)}",
+    lambda value: _strings(value) and all(item in BY_TYPE for item in value),
+)
+
+
+class _Setting(Generic[T]):
+    """One key of ``settings.AGENT`` with its default and its rule."""
+
+    def __init__(self, default: T, rule: Rule) -> None:
         self.default = default
+        self.rule = rule
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
@@ -25,87 +101,96 @@ class _Setting(Generic[T]):
     def __get__(self, obj: object, objtype: type | None = None) -> T:
         return getattr(settings, "AGENT", {}).get(self.name, self.default)
 
+    def problems(self) -> list[str]:
+        """What is wrong with the value the site set (or the default), in the words of a system check."""
+        return self.rule.problems(self.name, self.__get__(None, AgentConf))
+
 
 class _SameAs(_Setting[T]):
     """A setting that, unset, takes the value of another one."""
 
-    def __init__(self, other: str) -> None:
-        super().__init__(None)  # type: ignore[arg-type]
+    def __init__(self, other: str, rule: Rule) -> None:
+        super().__init__(None, rule)  # type: ignore[arg-type]
         self.other = other
 
     def __get__(self, obj: object, objtype: type | None = None) -> T:
         value = super().__get__(obj, objtype)
         return getattr(objtype or type(obj), self.other) if value is None else value
 
-
-PICTURE_TYPES = ["image/png", "image/jpeg", "image/webp", "image/gif"]
-XLSX_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+    def problems(self) -> list[str]:
+        unset = getattr(settings, "AGENT", {}).get(self.name) is None
+        return [] if unset else super().problems()  # unset, the other setting's own check speaks
 
 
 class AgentConf:
-    HISTORY_CHARS = _Setting[int](32_000)
-    TOOL_RESULT_CHARS = _Setting[int](8_000)
-    MAX_TOOL_ROUNDS = _Setting[int](8)
-    MAX_TOOL_CALLS_PER_ROUND = _Setting[int](10)
-    TURN_DEADLINE_S = _Setting[int](180)
-    STOP_GRACE_S = _Setting[int](10)
-    LOCK_LEASE_S = _Setting[int](30)
-    LOCK_RENEW_S = _Setting[int](10)
-    QUEUED_REQUEUE_S = _Setting[int](30)
-    CONFIRMATION_TTL_S = _Setting[int](900)
-    MAX_TURNS_PER_USER = _Setting[int](3)
-    MAX_FILES_PER_MESSAGE = _Setting[int](5)
-    MAX_FILE_BYTES = _Setting[int](20 * 1024 * 1024)
-    MAX_STORED_BYTES_PER_USER = _Setting[int](500 * 1024 * 1024)  # all of a user's files together; 0: no cap
-    NEW_CHATS_PER_MINUTE = _Setting[int](20)  # per user; 0: no cap
-    UPLOADS_PER_MINUTE = _Setting[int](30)  # per user; 0: no cap
-    MAX_REQUEST_BYTES = _Setting["int | None"](None)  # agent.body_limit; None: from MAX_FILE_BYTES; 0: off
-    OFF_PURPOSE_LIMIT = _Setting[int](3)
-    DAILY_COST_PER_USER = _Setting[float](0)
-    DAILY_TURNS_PER_USER = _Setting[int](0)
-    DAILY_COST_SITE = _Setting[float](0)
-    CHATS_PAGE = _Setting[int](20)
-    CHATS_PAGE_MAX = _Setting[int](50)
-    MESSAGES_PAGE = _Setting[int](50)
-    MESSAGES_PAGE_MAX = _Setting[int](200)
-    AUTO_TITLE_CHARS = _Setting[int](60)
-    MAX_TITLE_CHARS = _Setting[int](200)
-    MAX_INSTRUCTIONS_CHARS = _Setting[int](4_000)
-    WS_MAX_FRAME_BYTES = _Setting[int](64 * 1024)
-    WS_FRAMES_PER_10S = _Setting[int](40)
-    SOCKET_RECHECK_S = _Setting[int](30)  # an open socket checks its session again at least this often
-    SOCKET_BACKLOG = _Setting[int](100)  # events waiting for one socket; past that it resyncs
-    EVENTS_KEEPALIVE_S = _Setting[int](15)  # an event stream over HTTP sends a comment line this often
-    STREAM_INTERVAL_MS = _Setting[int](100)  # at most one draft of a streamed answer per chat this often
-    RETENTION_DAYS = _Setting["int | None"](None)
-    PURGE_DELETED_DAYS = _Setting[int](30)
-    CAPTURE_CONTENT = _Setting[bool](False)
-    SESSION_WRITE_MODULES = _Setting["list[str]"]([])
-    IMPERSONATION_DETECTOR = _Setting[str]("agent.access.hijack_detector")
-    SCOPE_CHECKS = _Setting["list[str]"]([])
-    USAGE_SINKS = _Setting["list[str]"]([])
-    MODEL_MAX_RETRIES = _Setting[int](2)
-    API_KEY_ENV_PREFIX = _Setting[str]("AGENT_KEY_")  # an endpoint's key variable must start with it
-    TASK_QUEUE = _Setting[str]("agent")  # the Celery queue of every task of the app; its workers run -Q <this>
-    ATTACHMENT_STORAGE = _Setting[str]("default")  # an alias of settings.STORAGES
-    ACCEPTED_TYPES = _Setting["list[str]"](
-        ["text/plain", "text/markdown", "text/csv", "application/json", "application/pdf", *PICTURE_TYPES, XLSX_TYPE]
-    )
-    ATTACHMENT_TEXT_CHARS = _SameAs[int]("HISTORY_CHARS")
-    EXTRACTION_TIMEOUT_S = _Setting[int](30)
-    EXTRACTION_MEMORY_MB = _Setting[int](1024)
-    EXTRACTION_MAX_PAGES = _Setting[int](500)
-    EXTRACTION_MAX_ROWS = _Setting[int](100_000)
-    EXTRACTION_MAX_COLUMNS = _Setting[int](200)
-    EXTRACTION_MAX_PIXELS = _Setting[int](50_000_000)
-    EXTRACTION_MAX_UNZIPPED_BYTES = _Setting[int](200 * 1024 * 1024)
-    PICTURE_MAX_PX = _Setting[int](1568)
-    UNLINKED_FILES_MAX_AGE_S = _Setting[int](24 * 3600)
-    LOGOUT_URL = _Setting["str | None"](None)  # a URL name or path that signs out on POST; None: no Sign out
+    HISTORY_CHARS = _Setting[int](32_000, POSITIVE)
+    TOOL_RESULT_CHARS = _Setting[int](8_000, POSITIVE)
+    MAX_TOOL_ROUNDS = _Setting[int](8, POSITIVE)
+    MAX_TOOL_CALLS_PER_ROUND = _Setting[int](10, POSITIVE)
+    TURN_DEADLINE_S = _Setting[int](180, POSITIVE)
+    STOP_GRACE_S = _Setting[int](10, POSITIVE)
+    LOCK_LEASE_S = _Setting[int](30, POSITIVE)
+    LOCK_RENEW_S = _Setting[int](10, POSITIVE)
+    QUEUED_REQUEUE_S = _Setting[int](30, POSITIVE)
+    CONFIRMATION_TTL_S = _Setting[int](900, POSITIVE)
+    MAX_TURNS_PER_USER = _Setting[int](3, POSITIVE)
+    MAX_FILES_PER_MESSAGE = _Setting[int](5, POSITIVE)
+    MAX_FILE_BYTES = _Setting[int](20 * 1024 * 1024, POSITIVE)
+    MAX_STORED_BYTES_PER_USER = _Setting[int](500 * 1024 * 1024, AT_LEAST_ZERO)  # a user's files together; 0: no cap
+    NEW_CHATS_PER_MINUTE = _Setting[int](20, AT_LEAST_ZERO)  # per user; 0: no cap
+    UPLOADS_PER_MINUTE = _Setting[int](30, AT_LEAST_ZERO)  # per user; 0: no cap
+    MAX_REQUEST_BYTES = _Setting["int | None"](None, NONE_OR_AT_LEAST_ZERO)  # None: from MAX_FILE_BYTES; 0: off
+    OFF_PURPOSE_LIMIT = _Setting[int](3, POSITIVE)
+    DAILY_COST_PER_USER = _Setting[float](0, AT_LEAST_ZERO)
+    DAILY_TURNS_PER_USER = _Setting[int](0, AT_LEAST_ZERO)
+    DAILY_COST_SITE = _Setting[float](0, AT_LEAST_ZERO)
+    CHATS_PAGE = _Setting[int](20, POSITIVE)
+    CHATS_PAGE_MAX = _Setting[int](50, POSITIVE)
+    MESSAGES_PAGE = _Setting[int](50, POSITIVE)
+    MESSAGES_PAGE_MAX = _Setting[int](200, POSITIVE)
+    AUTO_TITLE_CHARS = _Setting[int](60, POSITIVE)
+    MAX_TITLE_CHARS = _Setting[int](200, POSITIVE)
+    MAX_INSTRUCTIONS_CHARS = _Setting[int](4_000, POSITIVE)
+    WS_MAX_FRAME_BYTES = _Setting[int](64 * 1024, POSITIVE)
+    WS_FRAMES_PER_10S = _Setting[int](40, POSITIVE)
+    SOCKET_RECHECK_S = _Setting[int](30, POSITIVE)  # an open socket checks its session again at least this often
+    SOCKET_BACKLOG = _Setting[int](100, POSITIVE)  # events waiting for one socket; past that it resyncs
+    EVENTS_KEEPALIVE_S = _Setting[int](15, POSITIVE)  # an event stream over HTTP sends a comment line this often
+    STREAM_INTERVAL_MS = _Setting[int](100, POSITIVE)  # at most one draft of a streamed answer per chat this often
+    RETENTION_DAYS = _Setting["int | None"](None, NONE_OR_POSITIVE)
+    PURGE_DELETED_DAYS = _Setting[int](30, POSITIVE)
+    CAPTURE_CONTENT = _Setting[bool](False, BOOLEAN)
+    SESSION_WRITE_MODULES = _Setting["list[str]"]([], MODULE_NAMES)
+    IMPERSONATION_DETECTOR = _Setting[str]("agent.access.hijack_detector", IMPORTABLE)
+    SCOPE_CHECKS = _Setting["list[str]"]([], IMPORTABLE)
+    USAGE_SINKS = _Setting["list[str]"]([], IMPORTABLE)
+    MODEL_MAX_RETRIES = _Setting[int](2, AT_LEAST_ZERO)
+    # the adapter class of every endpoint that names none of its own; agent.E017 refuses one that does not import
+    PROVIDER_ADAPTER = _Setting[str]("agent.ai.providers.OpenAICompatible", NAME)
+    API_KEY_ENV_PREFIX = _Setting[str]("AGENT_KEY_", KEY_PREFIX)  # an endpoint's key variable must start with it
+    TASK_QUEUE = _Setting[str]("agent", NAME)  # the Celery queue of every task of the app; its workers run -Q <this>
+    ATTACHMENT_STORAGE = _Setting[str]("default", NAME)  # an alias of settings.STORAGES
+    ACCEPTED_TYPES = _Setting["list[str]"]([kind.content_type for kind in KINDS], KNOWN_TYPES)
+    ATTACHMENT_TEXT_CHARS = _SameAs[int]("HISTORY_CHARS", POSITIVE)
+    EXTRACTION_TIMEOUT_S = _Setting[int](30, POSITIVE)
+    EXTRACTION_MEMORY_MB = _Setting[int](1024, POSITIVE)
+    EXTRACTION_MAX_PAGES = _Setting[int](500, POSITIVE)
+    EXTRACTION_MAX_ROWS = _Setting[int](100_000, POSITIVE)
+    EXTRACTION_MAX_COLUMNS = _Setting[int](200, POSITIVE)
+    EXTRACTION_MAX_PIXELS = _Setting[int](50_000_000, POSITIVE)
+    EXTRACTION_MAX_UNZIPPED_BYTES = _Setting[int](200 * 1024 * 1024, POSITIVE)
+    PICTURE_MAX_PX = _Setting[int](1568, POSITIVE)
+    UNLINKED_FILES_MAX_AGE_S = _Setting[int](24 * 3600, POSITIVE)
+    LOGOUT_URL = _Setting["str | None"](None, NONE_OR_NAME)  # a URL name or path that signs out on POST
 
     @classmethod
     def names(cls) -> list[str]:
         return [n for n, v in vars(cls).items() if isinstance(v, _Setting)]
+
+    @classmethod
+    def problems(cls) -> list[tuple[Rule, str]]:
+        """Each setting's problems with its rule (whose ``check_id`` names the check)."""
+        return [(v.rule, message) for v in vars(cls).values() if isinstance(v, _Setting) for message in v.problems()]
 
     def defaults(self) -> dict[str, Any]:
         return {n: vars(type(self))[n].default for n in self.names()}

@@ -43,7 +43,7 @@ def cancel(ref: SessionRef, confirmation_id: Any, *, impersonated: bool) -> Conf
 
 def settle_lapsed(conversation: Conversation | Any) -> int:
     """Waiting cards of the chat past their time become ``expired``; how many."""
-    conversation_id = getattr(conversation, "pk", conversation)
+    conversation_id: Any = getattr(conversation, "pk", conversation)
     lapsed = Confirmation.objects.filter(
         conversation_id=conversation_id, status=Status.WAITING, expires_at__lte=timezone.now()
     )

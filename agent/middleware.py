@@ -1,26 +1,5 @@
-"""A strict Content-Security-Policy for the chat page: no inline script or style."""
+"""The middleware a site names in ``MIDDLEWARE`` (the host's import path; the code is the web edge's)."""
 
-from __future__ import annotations
+from .web.middleware import ContentSecurityPolicyMiddleware
 
-from typing import Callable
-
-from django.http import HttpRequest, HttpResponse
-
-POLICY = (
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self' ws: wss:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'; object-src 'none'"
-)
-
-
-class ContentSecurityPolicyMiddleware:
-    """Sets the policy on the assistant's pages (``agent:*``) unless a site sets its own."""
-
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        response = self.get_response(request)
-        match = getattr(request, "resolver_match", None)
-        if match is not None and match.namespace == "agent" and "Content-Security-Policy" not in response:
-            response["Content-Security-Policy"] = POLICY
-        return response
+__all__ = ["ContentSecurityPolicyMiddleware"]

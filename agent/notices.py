@@ -7,9 +7,9 @@ from typing import Any
 from django.db import transaction
 from django.utils.translation import gettext_lazy
 
-from .ai import limits
+from .ai import endpoints, limits
 from .errors import NotFound
-from .models import Message
+from .models import Message, Turn
 
 MODEL_FAILED = "model_failed"
 
@@ -54,6 +54,16 @@ _FALLBACK_TEXTS = {
 
 CODES = frozenset(_TEXTS) | {MODEL_FAILED, ENDPOINT_FALLBACK}
 
+_SUCCESS_NOTICES = frozenset({"confirmation_done"})
+_NEUTRAL_NOTICES = frozenset({"stopped", "confirmation_cancelled", "endpoint_fallback", "pictures_not_seen"})
+
+
+def tone(code: str) -> str:
+    """How a notice looks: ``success`` (a change made), ``error`` (something failed), or ``info``."""
+    if code in _SUCCESS_NOTICES:
+        return "success"
+    return "info" if code in _NEUTRAL_NOTICES else "error"
+
 
 def write(conversation_id: Any, code: str, params: dict[str, Any] | None = None, **fields: Any) -> Message:
     """Store a notice in a chat and broadcast it (the caller has done its checks)."""
@@ -89,11 +99,39 @@ def text(code: str, params: dict[str, Any] | None = None) -> str:
         params.setdefault("status", "?")
         params.setdefault("limit", "?")
     else:
-        template = _TEXTS.get(code)
-        if template is None:
+        known = _TEXTS.get(code)
+        if known is None:
             return code
+        template = known
         params.setdefault("tool", "?")
     try:
         return str(template) % params
     except (KeyError, TypeError, ValueError):
         return str(template)
+
+
+def fallback_to_tell(turn: Turn) -> dict[str, str] | None:
+    """The ``endpoint_fallback`` notice's params when this turn's user has not been told of this
+    fallback yet (None when there is nothing to tell).
+
+    Told means: a notice with the same reason since the user's last turn that did not fall back
+    for that reason. So a fallback is told once, and told again after it was mended and came back.
+    """
+    if turn.endpoint_source != endpoints.FALLBACK:
+        return None
+    others = Turn.objects.filter(user_id=turn.user_id).exclude(pk=turn.pk)
+    last_other = (
+        others.exclude(endpoint_source=endpoints.FALLBACK, endpoint_reason=turn.endpoint_reason)
+        .order_by("-created_at")
+        .values_list("created_at", flat=True)
+        .first()
+    )
+    told = Message.objects.filter(
+        conversation__user_id=turn.user_id,
+        role=Message.Role.NOTICE,
+        notice_code=ENDPOINT_FALLBACK,
+        notice_params__reason=turn.endpoint_reason,
+    )
+    if last_other is not None:
+        told = told.filter(created_at__gt=last_other)
+    return None if told.exists() else {"reason": turn.endpoint_reason}

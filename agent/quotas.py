@@ -96,11 +96,11 @@ def panel_text(quota: Quota) -> str:
     """The quota as the panel shows it: used and cap, or when reached, what the refusal says."""
     if quota.reached:
         return message(quota)
-    used, cap = quota.used, quota.cap
+    values: dict[str, Any] = {"used": quota.used, "cap": quota.cap}
     if quota.limit == STORED_BYTES:
-        used, cap = filesizeformat(used), filesizeformat(cap)
+        values = {"used": filesizeformat(quota.used), "cap": filesizeformat(quota.cap)}
     template = _PANEL[quota.limit][0 if quota.cap else 1]
-    return str(template) % {"used": used, "cap": cap}
+    return str(template) % values
 
 
 _PANEL = {
@@ -118,6 +118,7 @@ _PANEL = {
 
 def message(quota: Quota, **extra: Any) -> str:
     """The quota in words, in the active language."""
+    values: dict[str, Any]
     if quota.limit == STORED_BYTES:
         values = {"used": filesizeformat(quota.used), "cap": filesizeformat(quota.cap)}
         if "size" not in extra:

@@ -1,10 +1,5 @@
-"""Websocket routes; a site wraps them in its ASGI application as the README shows."""
+"""The websocket routes a site wraps in its ASGI application, as the README shows (the host's import path)."""
 
-from django.urls import path
+from .web.routing import websocket_urlpatterns
 
-from .consumers import AgentConsumer
-
-WEBSOCKET_PATH = "ws/agent/"
-"""Where the chat page's socket connects; the page reads it from here."""
-
-websocket_urlpatterns = [path(WEBSOCKET_PATH, AgentConsumer.as_asgi())]
+__all__ = ["websocket_urlpatterns"]

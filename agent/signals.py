@@ -133,9 +133,9 @@ def _users_touched(relation: str, instance: Any, reverse: bool, pk_set: Iterable
     if relation in ("user_permissions", "groups") and not reverse:
         return {instance.pk}  # user.user_permissions / user.groups
     if relation == "user_permissions":  # permission.user_set
-        return set(pk_set) if not clearing else set(instance.user_set.values_list("pk", flat=True))
+        return set(pk_set or ()) if not clearing else set(instance.user_set.values_list("pk", flat=True))
     if relation == "groups":  # group.user_set
-        return set(pk_set) if not clearing else set(instance.user_set.values_list("pk", flat=True))
+        return set(pk_set or ()) if not clearing else set(instance.user_set.values_list("pk", flat=True))
     if not reverse:  # group.permissions: the group's members
         groups: Any = [instance.pk]
     elif clearing:  # permission.group_set.clear(): the groups that held it

@@ -1,6 +1,8 @@
-from django.urls import include, path
+"""The URLs a site includes (``path("...", include("agent.urls"))``): the pages and their JSON API."""
 
-from . import event_stream, panel, views
+from django.urls import path
+
+from .web import event_stream, files, panel, views
 
 app_name = "agent"
 
@@ -27,5 +29,8 @@ urlpatterns = [
     path("api/confirmations/<str:confirmation_id>/cancel/", views.confirmation_cancel, name="confirmation_cancel"),
     path("assistant/", panel.page, name="assistant"),
     path("api/assistant/", panel.settings_api, name="assistant_api"),
-    path("", include("agent.attachments.urls")),
+    path("api/conversations/<str:conversation_id>/attachments/", files.composer, name="attachment_list"),
+    path("api/conversations/<str:conversation_id>/attachments/upload/", files.upload, name="attachment_upload"),
+    path("api/attachments/<str:attachment_id>/remove/", files.remove, name="attachment_remove"),
+    path("api/attachments/<str:attachment_id>/file/", files.serve, name="attachment_file"),
 ]

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import environ
 
+from agent.schedule import BEAT_SCHEDULE
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
@@ -88,11 +90,7 @@ else:
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="memory://")
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # a worker takes a turn only when it can start it
-CELERY_BEAT_SCHEDULE = {
-    "agent-sweep-turns": {"task": "agent.sweep_turns", "schedule": 10.0},
-    "agent-purge": {"task": "agent.purge_chats", "schedule": 24 * 3600.0},
-    "agent-purge-attachments": {"task": "agent.purge_attachments", "schedule": 24 * 3600.0},
-}
+CELERY_BEAT_SCHEDULE = BEAT_SCHEDULE
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

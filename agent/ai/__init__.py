@@ -1,6 +1,7 @@
 """Model calls through the official ``openai`` client."""
 
-from .client import AIError, Completion, ToolCall, complete, effective_endpoint
+from .client import Completion, complete, effective_endpoint
 from .endpoints import Choice, effective
+from .providers import AIError, ToolCall
 
 __all__ = ["AIError", "Choice", "Completion", "ToolCall", "complete", "effective", "effective_endpoint"]

@@ -1,4 +1,9 @@
-"""``complete()``: one model call, one journal row, every SDK error mapped to a code."""
+"""``complete()``: one model call, one journal row, every SDK error mapped to a code.
+
+The call's journal, its retries and its deadline are kept here for every provider; what a
+provider does its own way (the request, the answer's shape, its usage, its errors) is its
+adapter's (``providers``).
+"""
 
 from __future__ import annotations
 
@@ -9,9 +14,8 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
-from decimal import Decimal
 from typing import Any, Callable, Iterable, Iterator
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -21,53 +25,15 @@ from django.utils import timezone
 from ..conf import agent_settings
 from ..models import AIRequest, Endpoint
 from . import endpoints, guard, usage
+from .providers import AIError, Answer, OpenAICompatible, StreamAssembly, Usage, adapter_for
 
 logger = logging.getLogger(__name__)
 
 
-class AIError(Exception):
-    """A model call that did not give an answer; ``code`` is one of a ``model_failed`` notice's codes."""
-
-    def __init__(
-        self,
-        code: str,
-        status: int | None = None,
-        *,
-        request_id: Any = None,
-        limit: str | None = None,
-        refused: bool = False,
-    ):
-        super().__init__(code)
-        self.code = code
-        self.status = status
-        self.request_id = request_id
-        self.limit = limit
-        self.refused = refused
-
-    def params(self) -> dict[str, Any]:
-        params: dict[str, Any] = {"code": self.code}
-        if self.status is not None:
-            params["status"] = self.status
-        if self.limit is not None:
-            params["limit"] = self.limit
-        return params
-
-
 @dataclass(frozen=True)
-class ToolCall:
-    id: str
-    name: str
-    arguments: str
+class Completion(Answer):
+    """The answer with how long it took and its journal row."""
 
-
-@dataclass(frozen=True)
-class Completion:
-    content: str
-    tool_calls: list[ToolCall]
-    model: str
-    input_tokens: int
-    output_tokens: int
-    cost_usd: Decimal
     latency_ms: int
     request_id: Any
 
@@ -142,7 +108,7 @@ def complete(
     it cuts is ``AIError("deadline")``, journalled as such. With an ``admission``, the cost caps
     are checked first, or taken from ``budget`` when the caller checked them just now.
 
-    With ``on_chunk``, an endpoint that streams (``supports_streaming``) is asked to: each chunk
+    With ``on_chunk``, an endpoint whose adapter streams (``supports_streaming``) is asked to: each chunk
     calls it with the answer's text so far, and whatever it raises ends the call (journalled
     as ``interrupted``) and reaches the caller as it was raised, its ``request_id`` set to the
     journal row's (so the caller can link what it keeps of the answer). While a stream is read, a
@@ -168,30 +134,29 @@ def complete(
         if limit is not None:
             row = AIRequest.objects.create(**journal, status=AIRequest.Status.REFUSED, error_code="budget_exceeded")
             raise AIError("budget_exceeded", request_id=row.pk, limit=limit, refused=True)
-    body: dict[str, Any] = {"messages": messages}
-    if tools:
-        body["tools"] = tools
+    adapter = adapter_for(endpoint)
     started = time.monotonic()
-    assembly = StreamAssembly()
+    assembly = adapter.assembly()
     try:
-        if on_chunk is not None and endpoint.supports_streaming:
-            body.update(stream=True, stream_options={"include_usage": True})
-            response = _create(endpoint, body, deadline)
-            completion = _read_stream(response, assembly, endpoint, started, deadline, on_chunk, watch)
+        stream = on_chunk is not None and adapter.streams()
+        body = adapter.request(messages, tools, stream=stream)
+        if stream:
+            response = _create(endpoint, body, deadline, stream=True)
+            completion = _read_stream(response, assembly, adapter, started, deadline, on_chunk, watch)
         else:
-            completion = _read(_create(endpoint, body, deadline), endpoint, started)
+            completion = _read(_create(endpoint, body, deadline), adapter, started)
     except Interrupted as interrupted:
         code = "deadline" if _seconds_left(deadline) <= 0 else "interrupted"
-        failed = _fail(journal, AIError(code), started, _spent(endpoint, messages, assembly))
+        failed = _fail(journal, AIError(code), started, _spent(adapter, messages, assembly))
         interrupted.reason.request_id = failed.request_id  # type: ignore[attr-defined]
         raise interrupted.reason from None
     except AIError as error:
-        raise _fail(journal, error, started, _spent(endpoint, messages, assembly)) from None
+        raise _fail(journal, error, started, _spent(adapter, messages, assembly)) from None
     except SoftTimeLimitExceeded:  # the task's own deadline, landing inside the call
-        _fail(journal, AIError("deadline"), started, _spent(endpoint, messages, assembly))
+        _fail(journal, AIError("deadline"), started, _spent(adapter, messages, assembly))
         raise
     except Exception as error:  # every SDK error becomes a code; provider text is never kept
-        raise _fail(journal, map_sdk_error(error), started) from None
+        raise _fail(journal, adapter.error(error), started) from None
     row = AIRequest.objects.create(
         **journal | {"model": completion.model or journal["model"]},
         status=AIRequest.Status.SUCCESS,
@@ -208,8 +173,8 @@ def complete(
 _RETRYABLE_STATUS = {408, 409, 429}
 
 
-def _create(endpoint: Endpoint, body: dict[str, Any], deadline: datetime | None) -> Any:
-    """The request, tried again on the errors the SDK would retry, never past ``deadline``.
+def _create(endpoint: Endpoint, body: dict[str, Any], deadline: datetime | None, *, stream: bool = False) -> Any:
+    """The adapter's request, tried again on the errors the SDK would retry, never past ``deadline``.
 
     The SDK's own retries are off: they wait as long as a server's Retry-After asks (up to two
     minutes), which no turn's deadline can bound.
@@ -227,10 +192,10 @@ def _create(endpoint: Endpoint, body: dict[str, Any], deadline: datetime | None)
             # The client's own POST, its body sent as is and the answer read as JSON here: the typed
             # ``chat.completions.create`` would transform the parameters and build models of the answer.
             # A stream's events come as plain dicts (``cast_to=object``) for the same reason.
-            streamed = {"stream": True, "stream_cls": openai.Stream[object]} if body.get("stream") else {}
+            streamed = {"stream": True, "stream_cls": openai.Stream[object]} if stream else {}
             return client.post(
                 "/chat/completions",
-                body={"model": endpoint.model, **body},
+                body=body,
                 cast_to=object if streamed else bytes,
                 options={"timeout": timeout},
                 **streamed,
@@ -275,87 +240,12 @@ def _fail(
     return error
 
 
-def map_sdk_error(error: Exception) -> AIError:
-    """The failure code for an exception of the ``openai`` SDK."""
-    import openai
-
-    if isinstance(error, openai.APITimeoutError):
-        return AIError("request_timeout")
-    if isinstance(error, openai.APIConnectionError):
-        return AIError("connection_error")
-    if isinstance(error, openai.APIResponseValidationError):
-        return AIError("invalid_response")
-    if isinstance(error, openai.APIStatusError):
-        by_class = {
-            openai.AuthenticationError: "invalid_api_key",
-            openai.PermissionDeniedError: "api_key_forbidden",
-            openai.NotFoundError: "model_not_found",
-            openai.RateLimitError: "rate_limited",
-        }
-        for cls, code in by_class.items():
-            if isinstance(error, cls):
-                return AIError(code, error.status_code)
-        return AIError("api_error", error.status_code)
-    logger.error("agent: a model call failed outside the SDK's errors", exc_info=error)
-    return AIError("invalid_response")
-
-
 class Interrupted(Exception):
     """What ``on_chunk`` raised, carried out of the stream to be raised again once journalled."""
 
     def __init__(self, reason: Exception) -> None:
         super().__init__(type(reason).__name__)
         self.reason = reason
-
-
-class StreamAssembly:
-    """A streamed answer put back together, chunk by chunk: its text, tool calls, usage and model.
-
-    Tool calls come in pieces keyed by their index: the id and name once, the arguments
-    in parts. Nothing of them runs before the stream has ended.
-    """
-
-    def __init__(self) -> None:
-        self.opened = False  # the server began to answer: the request was read, and is paid for
-        self.text = ""
-        self.calls: dict[int, dict[str, str]] = {}
-        self.usage: dict[str, Any] = {}
-        self.model = ""
-        self.finished = False
-
-    def add(self, chunk: Any) -> None:
-        """Take one chunk; a shape no OpenAI-compatible server sends is ``invalid_response``."""
-        try:
-            self.model = str(chunk.get("model") or self.model)
-            if chunk.get("usage"):
-                self.usage = dict(chunk["usage"])
-            for choice in chunk.get("choices") or []:
-                if choice.get("index", 0) != 0:
-                    continue
-                delta = choice.get("delta") or {}
-                content = delta.get("content")
-                if content:
-                    if not isinstance(content, str):
-                        raise TypeError("content")
-                    self.text += content
-                for part in delta.get("tool_calls") or []:
-                    self._add_call(part)
-                if choice.get("finish_reason"):
-                    self.finished = True
-        except (AttributeError, TypeError, ValueError):
-            raise AIError("invalid_response") from None
-
-    def _add_call(self, part: dict[str, Any]) -> None:
-        call = self.calls.setdefault(int(part.get("index", len(self.calls))), {"id": "", "name": "", "arguments": ""})
-        function = part.get("function") or {}
-        call["id"] = call["id"] or str(part.get("id") or "")
-        name = str(function.get("name") or "")
-        if name != call["name"]:  # some servers repeat the whole name in every piece
-            call["name"] += name
-        call["arguments"] += str(function.get("arguments") or "")
-
-    def tool_calls(self) -> list[ToolCall]:
-        return [ToolCall(**self.calls[index]) for index in sorted(self.calls)]
 
 
 WATCH_EVERY_S = 0.25
@@ -431,7 +321,7 @@ def _socket_of(response: Any) -> Any:
 def _read_stream(
     stream: Any,
     assembly: StreamAssembly,
-    endpoint: Endpoint,
+    adapter: OpenAICompatible,
     started: float,
     deadline: datetime | None,
     on_chunk: Callable[[str], None],
@@ -446,7 +336,7 @@ def _read_stream(
     """
     response = stream.response
     if "text/event-stream" not in response.headers.get("content-type", ""):
-        return _read(response.read(), endpoint, started)
+        return _read(response.read(), adapter, started)
     assembly.opened = True
     watchdog = Watchdog(response, deadline, watch).start()
     try:
@@ -459,12 +349,7 @@ def _read_stream(
         response.close()
     if watchdog.reason is not None:
         raise watchdog.reason
-    if not assembly.finished:
-        raise AIError("invalid_response")
-    try:
-        return _completion(endpoint, assembly.text, assembly.tool_calls(), assembly.usage, assembly.model, started)
-    except (TypeError, ValueError):
-        raise AIError("invalid_response") from None
+    return _completion(adapter.streamed(assembly), started)
 
 
 def _read_events(
@@ -480,10 +365,7 @@ def _read_events(
                 continue  # read on to the body's end, so the connection goes back to the pool
             if _seconds_left(deadline) <= 0:
                 raise AIError("deadline")
-            chunk = json.loads(data)
-            if not isinstance(chunk, dict) or chunk.get("error"):
-                raise AIError("invalid_response")
-            assembly.add(chunk)
+            assembly.add(json.loads(data))
             try:
                 on_chunk(assembly.text)
             except SoftTimeLimitExceeded:
@@ -538,20 +420,20 @@ def _lines(pieces: Iterable[bytes]) -> Iterator[str]:
 CHARS_PER_TOKEN = 4
 
 
-def _spent(endpoint: Endpoint, messages: list[dict[str, Any]], assembly: StreamAssembly) -> dict[str, Any]:
+def _spent(adapter: OpenAICompatible, messages: list[dict[str, Any]], assembly: StreamAssembly) -> dict[str, Any]:
     """What a stream that ended early cost, for its journal row, so a stopped answer still counts
     against the caps: its usage if that came, else an estimate at ``CHARS_PER_TOKEN`` of the
-    request's text and of what came of the answer. Nothing for a request never answered."""
+    request's text and of what came of the answer, at the endpoint's prices. Nothing for a
+    request never answered."""
     if not assembly.opened:
         return {}
-    usage_data = assembly.usage or {
-        "prompt_tokens": sum(len(text) for text in _texts(messages)) // CHARS_PER_TOKEN,
-        "completion_tokens": (len(assembly.text) + sum(len(c["arguments"]) for c in assembly.calls.values()))
-        // CHARS_PER_TOKEN,
-    }
     try:
-        tokens = _tokens(usage_data)
-        return {**tokens, "cost_usd": _cost(endpoint, usage_data, **tokens)}
+        if assembly.usage:
+            return asdict(adapter.usage(assembly.usage))
+        input_tokens = sum(len(text) for text in _texts(messages)) // CHARS_PER_TOKEN
+        answered = len(assembly.text) + sum(len(call.arguments) for call in assembly.tool_calls())
+        output_tokens = answered // CHARS_PER_TOKEN
+        return asdict(Usage(input_tokens, output_tokens, adapter.price(input_tokens, output_tokens)))
     except (ArithmeticError, TypeError, ValueError):  # a usage no server sends: the failure is journalled as is
         return {}
 
@@ -567,63 +449,12 @@ def _texts(messages: list[dict[str, Any]]) -> Iterator[str]:
             yield str((call.get("function") or {}).get("arguments") or "")
 
 
-def _read(response: bytes, endpoint: Endpoint, started: float) -> Completion:
-    """The answer's JSON body as a ``Completion``; anything unexpected in it is ``invalid_response``."""
-    try:
-        body = json.loads(response)
-        message = body["choices"][0]["message"]
-        calls = [
-            ToolCall(
-                id=str(c.get("id") or ""),
-                name=str((c.get("function") or {}).get("name") or ""),
-                arguments=str((c.get("function") or {}).get("arguments") or ""),
-            )
-            for c in message.get("tool_calls") or []
-        ]
-        content = message.get("content") or ""
-        if not isinstance(content, str):
-            raise TypeError("content")
-        return _completion(endpoint, content, calls, body.get("usage") or {}, body.get("model"), started)
-    except (AttributeError, IndexError, KeyError, TypeError, ValueError):
-        raise AIError("invalid_response") from None
+def _read(response: bytes, adapter: OpenAICompatible, started: float) -> Completion:
+    """A whole answer's body, read by the adapter, as a ``Completion``."""
+    return _completion(adapter.read(response), started)
 
 
-def _completion(
-    endpoint: Endpoint,
-    content: str,
-    calls: list[ToolCall],
-    usage_data: dict[str, Any],
-    model: Any,
-    started: float,
-) -> Completion:
-    """The answer with its tokens and cost."""
+def _completion(answer: Answer, started: float) -> Completion:
+    """The answer with its latency."""
     latency = int((time.monotonic() - started) * 1000)
-    tokens = _tokens(usage_data)
-    cost = _cost(endpoint, usage_data, **tokens)
-    return Completion(
-        content=content,
-        tool_calls=calls,
-        model=str(model or endpoint.model),
-        cost_usd=cost,
-        latency_ms=latency,
-        request_id=None,
-        **tokens,
-    )
-
-
-def _tokens(usage_data: dict[str, Any]) -> dict[str, int]:
-    return {
-        "input_tokens": int(usage_data.get("prompt_tokens") or 0),
-        "output_tokens": int(usage_data.get("completion_tokens") or 0),
-    }
-
-
-def _cost(endpoint: Endpoint, usage_data: dict[str, Any], *, input_tokens: int, output_tokens: int) -> Decimal:
-    """The provider's reported cost when it gives one, else tokens × the endpoint's prices."""
-    reported = usage_data.get("cost")
-    if reported is not None:
-        return Decimal(str(reported))
-    prices = (
-        Decimal(input_tokens) * endpoint.input_price_per_mtok + Decimal(output_tokens) * endpoint.output_price_per_mtok
-    )
-    return prices / Decimal(1_000_000)
+    return Completion(**vars(answer), latency_ms=latency, request_id=None)

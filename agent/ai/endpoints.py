@@ -12,11 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..conf import agent_settings
-from ..models import AgentSettings, Endpoint, Message, Turn, UserSettings
+from ..models import AgentSettings, Endpoint, UserSettings
 
 PERSONAL, DEFAULT, FALLBACK = "personal", "default", "fallback"
 DISABLED, NOT_ALLOWED, GONE = "disabled", "not_allowed", "gone"
-FALLBACK_NOTICE = "endpoint_fallback"
 
 
 @dataclass(frozen=True)
@@ -69,33 +68,6 @@ def allowed_ids(site: AgentSettings | None = None) -> set[int]:
     """The ids of the endpoints users may pick (the allow-list)."""
     site = site or AgentSettings.current()
     return set(site.selectable_endpoints.values_list("pk", flat=True))
-
-
-def fallback_to_tell(turn: Turn) -> dict[str, str] | None:
-    """The ``endpoint_fallback`` notice's params when this turn's user has not been told of this
-    fallback yet (None when there is nothing to tell).
-
-    Told means: a notice with the same reason since the user's last turn that did not fall back
-    for that reason. So a fallback is told once, and told again after it was mended and came back.
-    """
-    if turn.endpoint_source != FALLBACK:
-        return None
-    others = Turn.objects.filter(user_id=turn.user_id).exclude(pk=turn.pk)
-    last_other = (
-        others.exclude(endpoint_source=FALLBACK, endpoint_reason=turn.endpoint_reason)
-        .order_by("-created_at")
-        .values_list("created_at", flat=True)
-        .first()
-    )
-    told = Message.objects.filter(
-        conversation__user_id=turn.user_id,
-        role=Message.Role.NOTICE,
-        notice_code=FALLBACK_NOTICE,
-        notice_params__reason=turn.endpoint_reason,
-    )
-    if last_other is not None:
-        told = told.filter(created_at__gt=last_other)
-    return None if told.exists() else {"reason": turn.endpoint_reason}
 
 
 def _own_settings(user: Any) -> UserSettings | None:

@@ -16,10 +16,10 @@ from django.db.models.lookups import GreaterThan
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
-from ..access import slot
 from ..conf import agent_settings
 from ..errors import Blocked, BudgetExceeded
 from ..models import AgentSettings, AIRequest, OffPurposeFlag, Turn, UserSettings
+from ..statements import slot
 
 WINDOW = timedelta(hours=24)
 MARKER_OPEN, MARKER_CLOSE = "⟦off_purpose:", "⟧"
@@ -89,7 +89,7 @@ _MONEY = DecimalField(max_digits=20, decimal_places=8)
 
 
 def budget_columns() -> dict[str, Any]:
-    """``limit_reached`` as columns of a statement on the user row (``access.Columns``): each cap
+    """``limit_reached`` as columns of a statement on the user row (``statements.Columns``): each cap
     as ``_caps`` picks it, and what was spent in the window only where that cap is set. Filled by
     ``budget_values()``; read back by ``verdict``."""
     site = AgentSettings.objects.order_by()

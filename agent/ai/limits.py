@@ -120,15 +120,6 @@ _MESSAGES = {
 }
 
 
-def client_fields(refusal: Refusal) -> dict[str, Any]:
-    """What a client is told of an explained refusal besides its code: the message (in the language
-    of the call that raised it) and the limit's standing; nothing for any other refusal."""
-    if not refusal.params.get("message"):
-        return {}
-    keys = ("limit", "cap", "used", "frees_at")
-    return {"message": refusal.params["message"], "limit": {key: refusal.params.get(key) for key in keys}}
-
-
 def message(params: dict[str, Any]) -> str | None:
     """The limit a refusal names, in the active language (None: its params name none)."""
     template = _MESSAGES.get(params.get("limit") or "")

@@ -20,7 +20,7 @@ from .. import quotas
 from ..access import Scope, SessionRef, authorize_session
 from ..conf import agent_settings
 from ..conversations import authorize_conversation, parse_uuid
-from ..errors import NotFound
+from ..errors import FileGone, NotFound
 from ..models import Attachment, Conversation
 from . import detection, downloads
 
@@ -120,7 +120,7 @@ def remove_attachment(ref: SessionRef, attachment_id: Any, *, impersonated: bool
             .first()
         )
         if row is None:
-            raise NotFound()
+            raise FileGone()
         row.delete()
 
 
@@ -144,7 +144,7 @@ def open_file(ref: SessionRef, attachment_id: Any, *, impersonated: bool) -> tup
         .first()
     )
     if row is None:
-        raise NotFound()
+        raise FileGone()
     try:
         return row, row.file.storage.open(row.file.name, "rb")
     except Exception as error:  # each storage fails in its own way (OSError, botocore's ClientError, ...)
@@ -181,7 +181,7 @@ def for_turn(scope: Scope, conversation: Conversation, attachment_ids: Iterable[
         ).defer("text")
     }
     if len(rows) != len(pks):
-        raise NotFound()
+        raise FileGone()
     return [rows[pk] for pk in pks]
 
 

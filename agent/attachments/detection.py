@@ -12,60 +12,34 @@ import os
 import re
 import unicodedata
 
-from ..conf import PICTURE_TYPES, XLSX_TYPE
+from ..file_kinds import BY_EXTENSION, BY_TYPE, KINDS
 
 HEAD_BYTES = 8192
 
-BY_EXTENSION = {
-    ".txt": "text/plain",
-    ".text": "text/plain",
-    ".md": "text/markdown",
-    ".markdown": "text/markdown",
-    ".csv": "text/csv",
-    ".json": "application/json",
-    ".pdf": "application/pdf",
-    ".png": "image/png",
-    ".jpg": "image/jpeg",
-    ".jpeg": "image/jpeg",
-    ".webp": "image/webp",
-    ".gif": "image/gif",
-    ".xlsx": XLSX_TYPE,
-}
-
-TEXT_TYPES = frozenset({"text/plain", "text/markdown", "text/csv", "application/json"})
-
-_SIGNATURES = {
-    "application/pdf": lambda head: b"%PDF-" in head[:1024],
-    "image/png": lambda head: head.startswith(b"\x89PNG\r\n\x1a\n"),
-    "image/jpeg": lambda head: head.startswith(b"\xff\xd8\xff"),
-    "image/gif": lambda head: head[:6] in (b"GIF87a", b"GIF89a"),
-    "image/webp": lambda head: head[:4] == b"RIFF" and head[8:12] == b"WEBP",
-    XLSX_TYPE: lambda head: head.startswith(b"PK\x03\x04"),
-}
-
-_JSON_START = re.compile(rb'^(?:\xef\xbb\xbf)?\s*(?:[\[{"\-0-9]|true|false|null|$)')
 _UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f]")
 MAX_NAME = 255
 
 
 def detect(name: str, head: bytes) -> str | None:
     """The content type both ``name`` and ``head`` (the file's first bytes) agree on, else None."""
-    content_type = BY_EXTENSION.get(os.path.splitext(name)[1].lower())
-    if content_type is None:
+    kind = BY_EXTENSION.get(os.path.splitext(name)[1].lower())
+    if kind is None:
         return None
-    if content_type in TEXT_TYPES:
-        return content_type if looks_like_text(head, content_type) else None
-    return content_type if _SIGNATURES[content_type](head) else None
+    if kind.is_text:
+        agrees = looks_like_text(head) and (kind.matches is None or kind.matches(head))
+    else:
+        agrees = kind.matches is not None and kind.matches(head)
+    return kind.content_type if agrees else None
 
 
-def looks_like_text(head: bytes, content_type: str) -> bool:
-    if b"\x00" in head or any(matches(head) for matches in _SIGNATURES.values()):
-        return False
-    return content_type != "application/json" or bool(_JSON_START.match(head))
+def looks_like_text(head: bytes) -> bool:
+    """No NUL byte and no binary format's signature."""
+    return b"\x00" not in head and not any(k.matches(head) for k in KINDS if not k.is_text and k.matches)
 
 
 def is_picture(content_type: str) -> bool:
-    return content_type in PICTURE_TYPES
+    kind = BY_TYPE.get(content_type)
+    return kind is not None and kind.is_picture
 
 
 def base_name(name: object) -> str:

@@ -17,7 +17,7 @@ from typing import IO, Any, AsyncIterator
 from asgiref.sync import sync_to_async
 from django.http import FileResponse, HttpResponse
 
-from ..errors import NotFound
+from ..errors import FileGone
 from ..models import Attachment
 
 logger = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ def respond(attachment: Attachment, handle: IO[bytes], request_headers: Any, **r
     return _common(response, attachment)
 
 
-def unreadable(attachment: Attachment, error: BaseException) -> NotFound:
+def unreadable(attachment: Attachment, error: BaseException) -> FileGone:
     """Log a stored file that cannot be read (ids and the error's type only); the refusal to answer with."""
     logger.warning(
         "agent: the stored file of attachment %s (user %s) could not be read for a download (%s)",
@@ -107,7 +107,7 @@ def unreadable(attachment: Attachment, error: BaseException) -> NotFound:
         attachment.user_id,
         type(error).__name__,
     )
-    return NotFound()
+    return FileGone()
 
 
 def _range_unless_changed(request_headers: Any, attachment: Attachment, size: int) -> ByteRange | None:

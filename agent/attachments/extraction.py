@@ -27,16 +27,16 @@ from django.core.files.base import ContentFile
 from django.db import transaction
 
 from .. import events
-from ..conf import PICTURE_TYPES, XLSX_TYPE, agent_settings
+from ..conf import agent_settings
+from ..errors import FILE_FAILURES
+from ..file_kinds import BY_TYPE
 from ..models import Attachment
 from . import parsers
-from .detection import TEXT_TYPES
 
 logger = logging.getLogger(__name__)
 CHUNK_BYTES = 64 * 1024
-PARSER_KINDS = {"application/pdf": "pdf", XLSX_TYPE: "xlsx", **{t: "picture" for t in PICTURE_TYPES}}
-ERROR_CODES = ("pdf_encrypted", "pdf_no_text", "unreadable", "too_many_pixels", "extraction_timeout")
-PICTURE_EXTENSIONS = {"image/png": ".png", "image/jpeg": ".jpg"}
+ERROR_CODES = tuple(FILE_FAILURES)  # what a reading may fail with, each with its sentence
+REENCODED_TYPES = ("image/png", "image/jpeg")  # what the picture parser writes
 
 
 @dataclass(frozen=True)
@@ -65,8 +65,8 @@ def process(attachment_id: Any) -> str | None:
 
 
 def extract(row: Attachment) -> Result:
-    kind = PARSER_KINDS.get(row.content_type)
-    if kind is None and row.content_type not in TEXT_TYPES:
+    kind = BY_TYPE.get(row.content_type)
+    if kind is None:
         return Result(error_code="unreadable")
     try:
         handle = row.file.storage.open(row.file.name, "rb")
@@ -75,7 +75,7 @@ def extract(row: Attachment) -> Result:
     with handle:
         source = StoredFile(handle)
         try:
-            return read_text(source) if kind is None else run_parser(kind, source, row.content_type)
+            return read_text(source) if kind.is_text else run_parser(kind.reader, source, row.content_type)
         except StorageReadError as error:
             return unreadable_in_storage(row, error.__cause__ or error)
 
@@ -137,6 +137,7 @@ def run_parser(kind: str, source: StoredFile, content_type: str) -> Result:
         "memory_mb": agent_settings.EXTRACTION_MEMORY_MB,
         "max_px": agent_settings.PICTURE_MAX_PX,
         "content_type": content_type,
+        "picture_format": BY_TYPE[content_type].picture_format,
     }
     # isolated (-I) and with no secret of the worker's environment: a parser bug exploited finds nothing
     env = {"PATH": os.environ.get("PATH", ""), "LANG": "C.UTF-8"}
@@ -194,7 +195,7 @@ def parse_answer(out: bytes) -> Result:
         code = answer.get("code")
         return Result(error_code=code if code in ERROR_CODES else "unreadable")
     content_type = answer.get("content_type")
-    if picture and content_type not in PICTURE_EXTENSIONS:
+    if picture and content_type not in REENCODED_TYPES:
         return Result(error_code="unreadable")
     return Result(
         text=str(answer.get("text") or ""),
@@ -216,7 +217,7 @@ def store(row: Attachment, result: Result) -> str | None:
     }
     new_name = None
     if result.picture and not result.error_code:
-        extension = PICTURE_EXTENSIONS[str(result.content_type)]
+        extension = BY_TYPE[str(result.content_type)].extensions[0]
         new_name = storage.save(f"{old_name}{extension}", ContentFile(result.picture))
         fields.update(file=new_name, size=len(result.picture), content_type=result.content_type)
     with transaction.atomic():

@@ -141,9 +141,6 @@ def _csv_line(row: tuple[Any, ...]) -> str:
     return out.getvalue()
 
 
-_PICTURE_FORMATS = {"image/png": "PNG", "image/jpeg": "JPEG", "image/gif": "GIF", "image/webp": "WEBP"}
-
-
 def read_picture(source: IO[bytes], limits: dict[str, Any]) -> dict[str, Any]:
     """Verify the picture, then re-encode it (first frame, no metadata) no larger than ``PICTURE_MAX_PX``."""
     from PIL import Image, ImageOps
@@ -153,7 +150,7 @@ def read_picture(source: IO[bytes], limits: dict[str, Any]) -> dict[str, Any]:
         warnings.simplefilter("error", Image.DecompressionBombWarning)
         try:
             with Image.open(source) as image:
-                if image.format != _PICTURE_FORMATS[limits["content_type"]]:
+                if image.format != limits["picture_format"]:
                     raise Failed("unreadable")
                 if image.width * image.height > limits["pixels"]:
                     raise Failed("too_many_pixels")
@@ -166,7 +163,7 @@ def read_picture(source: IO[bytes], limits: dict[str, Any]) -> dict[str, Any]:
                 image = ImageOps.exif_transpose(image)
                 image.thumbnail((side, side))
                 keeps_alpha = image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info
-                lossless = limits["content_type"] in ("image/png", "image/gif") or keeps_alpha
+                lossless = limits["picture_format"] in ("PNG", "GIF") or keeps_alpha
                 picture = io.BytesIO()
                 if lossless:
                     image = image.convert("RGBA" if keeps_alpha else "RGB")

@@ -16,13 +16,11 @@ from django.db import transaction
 from django.utils.translation import gettext as _
 
 from .. import events
+from ..ai import providers
 from ..conf import agent_settings
 from ..models import Attachment, Endpoint
 
 logger = logging.getLogger(__name__)
-
-REFUSED_STATUSES = frozenset({400, 413, 415, 422})
-"""A provider that refuses a request with pictures with one of these is asked again without them."""
 
 
 def user_parts(text: str, pictures: Sequence[Attachment]) -> str | list[dict[str, Any]]:
@@ -74,13 +72,8 @@ def pictures_of(attachments: Iterable[Attachment]) -> list[Attachment]:
 
 
 def sees_pictures(endpoint: Endpoint | None) -> bool:
-    """Whether the model is known to take images; one that is not is never sent any."""
-    return bool(endpoint is not None and endpoint.supports_images)
-
-
-def refused_pictures(error: Any) -> bool:
-    """A first call with pictures that the provider refused as a request (not 404, not 5xx)."""
-    return getattr(error, "code", None) == "api_error" and getattr(error, "status", None) in REFUSED_STATUSES
+    """Whether the model is known to take images (its adapter says); one that is not is never sent any."""
+    return endpoint is not None and providers.adapter_for(endpoint).sees_pictures()
 
 
 def unlink(message: Any, *, pictures_only: bool = False) -> list[Attachment]:

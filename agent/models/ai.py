@@ -26,6 +26,12 @@ class Endpoint(models.Model):
         default=True,
         help_text=_("Show answers while the model writes them. Turn off for a server that cannot stream."),
     )
+    adapter = models.CharField(
+        _("adapter"),
+        max_length=200,
+        blank=True,
+        help_text=_("Dotted path of the provider adapter class; empty: the site's default."),
+    )
     input_price_per_mtok = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal(0))
     output_price_per_mtok = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal(0))
     timeout_s = models.PositiveIntegerField(default=60)

@@ -19,7 +19,8 @@ class Conversation(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_conversations")
-    title = models.CharField(_("title"), max_length=200, blank=True)
+    # no width of its own: AGENT["MAX_TITLE_CHARS"] is the one limit, kept by the doors that set a title
+    title = models.TextField(_("title"), blank=True)
     status = models.CharField(_("status"), max_length=16, choices=Status.choices, default=Status.ACTIVE)
     message_count = models.PositiveIntegerField(_("messages"), default=0)
     last_message_at = models.DateTimeField(_("last message"), default=timezone.now)

@@ -1,7 +1,7 @@
 from decimal import Decimal
 
 from django.conf import settings
-from django.core.validators import MaxLengthValidator, MinValueValidator
+from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
@@ -89,7 +89,7 @@ class UserSettings(models.Model):
         "agent.Endpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     picture_endpoint_set_by = models.CharField(max_length=8, choices=SetBy.choices, blank=True, editable=False)
-    instructions = models.TextField(_("own instructions"), blank=True, validators=[MaxLengthValidator(4000)])
+    instructions = models.TextField(_("own instructions"), blank=True)  # AGENT["MAX_INSTRUCTIONS_CHARS"] limits it
     language = models.CharField(_("language"), max_length=16, blank=True, choices=language_choices)
     daily_cost_cap = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)
     daily_turns_cap = models.PositiveIntegerField(null=True, blank=True)

@@ -57,10 +57,6 @@ class Turn(models.Model):
     def __str__(self) -> str:
         return f"{self.id} {self.status}"
 
-    @property
-    def chat_lock(self) -> str:
-        return f"chat:{self.conversation_id}"
-
 
 class Lock(models.Model):
     """A lease: held by one turn until ``expires_at``, renewed by its heartbeat."""

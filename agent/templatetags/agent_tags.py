@@ -7,7 +7,7 @@ from typing import Any
 from django import template
 from django.utils.translation import get_language
 
-from ..views import offered_languages
+from ..web.views import offered_languages
 
 register = template.Library()
 

@@ -162,10 +162,12 @@ def _card_tool(notice: Message | _Row) -> str:
     tool = (notice.notice_params or {}).get("tool")
     if isinstance(tool, str) and tool:
         return tool
+    if notice.confirmation_id is None:
+        return ""
     return Confirmation.objects.filter(pk=notice.confirmation_id).values_list("tool_name", flat=True).first() or ""
 
 
-def _is_card(message: Message) -> bool:
+def _is_card(message: Message | _Row) -> bool:
     return message.tool_outcome == Message.ToolOutcome.NEEDS_CONFIRMATION and bool(message.confirmation_id)
 
 

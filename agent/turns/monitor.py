@@ -21,7 +21,7 @@ logger = logging.getLogger(__name__)
 Status = Turn.Status
 RUN_TURN = "agent.run_turn"
 
-NOTICE_FOR = {
+NOTICE_FOR: dict[str, str] = {
     Status.STOPPED: "stopped",
     Status.DEADLINE: "deadline",
     Status.INTERRUPTED: "interrupted",

@@ -3,7 +3,7 @@
 Every write goes through ``_store``, fenced by the chat's lease in the same
 transaction (on PostgreSQL the same statement), so a worker that froze past its
 lease writes nothing. Each check is one statement compiled once per worker
-thread (``access.Columns``) that reads the session, the rights, the turn and its
+thread (``statements.Columns``) that reads the session, the rights, the turn and its
 leases afresh.
 """
 
@@ -25,13 +25,14 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from .. import confirmations, events, notices
-from ..access import Columns, Scope, SessionRef, authorize_with, slot
-from ..ai import AIError, Completion, ToolCall, complete, endpoints, guard, limits, usage
+from ..access import Scope, SessionRef, authorize_with
+from ..ai import AIError, Completion, ToolCall, complete, guard, limits, providers, usage
 from ..attachments import pictures
 from ..conf import agent_settings
 from ..conversations import LeaseLost, append_message
 from ..errors import Forbidden, NotFound, Refusal
 from ..models import AgentSettings, AIRequest, Confirmation, Conversation, Lock, Message, Turn
+from ..statements import Columns, slot
 from ..tools import execute_as, registry, visible_for
 from . import history, locks, monitor, stream, versions
 from .prompt import system_prompt
@@ -183,7 +184,7 @@ class TurnRunner:
             current = {"role": "user", "content": history.user_content(self.turn.text, [], limit)}
             self.history = history.load(self.turn.conversation_id, current, limit)
             self._store(role=Message.Role.USER, content=self.turn.text, title_from=self.turn.text, users_own=True)
-        if (fallback := endpoints.fallback_to_tell(self.turn)) is not None:
+        if (fallback := notices.fallback_to_tell(self.turn)) is not None:
             self._notice(notices.ENDPOINT_FALLBACK, fallback)  # told once, after the message it answers
         rounds = agent_settings.MAX_TOOL_ROUNDS
         for number in range(1, rounds + 1):
@@ -199,7 +200,7 @@ class TurnRunner:
 
     def round(self, scope: Scope, number: int, *, last: bool) -> bool:
         """One model call and its tool calls; False when the turn is over."""
-        tools_allowed = not last and self.turn.endpoint.supports_tools
+        tools_allowed = not last and providers.adapter_for(self.turn.endpoint).takes_tools()
         shown = visible_for(scope, allow="all") if tools_allowed else []
         answer_id = uuid.uuid4()
         draft = stream.Draft(self.turn.conversation_id, self.turn.pk, number, check=self.verify)
@@ -227,7 +228,7 @@ class TurnRunner:
             if error.code == "deadline":
                 self._keep_partial(End(Status.DEADLINE), answer_id, draft.text, error.request_id)
                 raise TurnEnded(End(Status.DEADLINE)) from None
-            if number == 1 and self.pictures and pictures.refused_pictures(error):
+            if number == 1 and self.pictures and providers.adapter_for(self.turn.endpoint).refused_pictures(error):
                 self._take_pictures_off(pictures_only=True)  # refused with them: once more, without
                 return self.round(scope, number, last=last)
             self.verify()

@@ -26,6 +26,7 @@ from ..conversations import authorize_conversation, parse_uuid, validate_user_te
 from ..errors import Busy, NotFound
 from ..models import Attachment, Conversation, Message, Turn
 from . import locks
+from .starting import start
 
 
 def edit_message(
@@ -44,8 +45,6 @@ def edit_message(
     line. Its files are ``attachment_ids`` (the composer's), or without them the original's.
     Everything a turn's start checks applies.
     """
-    from . import start
-
     branch = _Edit(message_id, text, attachment_ids)
     return start(ref, conversation_id, None, impersonated=impersonated, language=language, branch=branch)
 
@@ -58,8 +57,6 @@ def regenerate(
     The same message, its text and its files, is answered anew; what followed it leaves the line
     and the new output becomes its sibling. Everything a turn's start checks applies.
     """
-    from . import start
-
     return start(
         ref, conversation_id, None, impersonated=impersonated, language=language, branch=_Regenerate(message_id)
     )

@@ -2,117 +2,38 @@
 
 from __future__ import annotations
 
-import json
-from functools import wraps
-from typing import Any, Callable
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any
 
 from django.conf import global_settings, settings
-from django.contrib.auth import REDIRECT_FIELD_NAME
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import RequestDataTooBig, ValidationError
-from django.http import (
-    HttpRequest,
-    HttpResponse,
-    HttpResponseBadRequest,
-    HttpResponseRedirect,
-    JsonResponse,
-    QueryDict,
-)
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseRedirect
 from django.http.response import HttpResponseBase
-from django.middleware.csrf import CsrfViewMiddleware
 from django.shortcuts import render, resolve_url
 from django.urls import reverse, translate_url
 from django.utils import translation
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import get_language, get_language_info, gettext
-from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 from django.views.i18n import JavaScriptCatalog
 
-from . import confirmations, conversations, errors, turns
-from .access import SessionRef, authorize_session, is_impersonated, language_for
-from .ai import endpoints, limits
-from .assistant import choice_view
-from .attachments.detection import BY_EXTENSION
-from .conf import agent_settings
-from .models import UserSettings
+from .. import confirmations, conversations, errors, turns
+from ..access import SessionRef, authorize_session, is_impersonated, language_for
+from ..ai import endpoints
+from ..assistant import choice_view
+from ..conf import agent_settings
+from ..file_kinds import extensions_for
+from ..models import UserSettings
+from .consumers import CLOSE_CODES, WEBSOCKET_PATH
+from .http import api, page_language, read_body, unavailable
 from .rendering import page_view
-from .routing import WEBSOCKET_PATH
 
 PLACEHOLDER_ID = "00000000-0000-0000-0000-000000000000"
 """Stands for a chat's or card's id in the URL patterns the page fills in."""
 
-
-CSRF_FAILED = "csrf_failed"
-TOO_LARGE = "too_large"
-
-
-def refusal_response(refusal: errors.Refusal) -> JsonResponse:
-    """A refusal as JSON: its code and its class's status, never a stack trace."""
-    return JsonResponse({"error": refusal.code, **limits.client_fields(refusal)}, status=refusal.http_status)
-
-
-def api(view: Callable[..., Any]) -> Callable[..., HttpResponse]:
-    """Session ref and impersonation for the view; every failure answered as ``{"error": code}``.
-
-    The CSRF check runs here instead of in the site's middleware, so a refused
-    token gets the JSON the page reads whatever ``CSRF_FAILURE_VIEW`` the site has.
-    """
-
-    @wraps(view)
-    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        try:
-            if csrf_refused(request):
-                return JsonResponse({"error": CSRF_FAILED}, status=403)
-            if not request.user.is_authenticated:
-                return JsonResponse({"error": "session_gone"}, status=401)
-            ref = SessionRef.from_request(request)
-            with translation.override(page_language(request)):
-                try:
-                    return JsonResponse(view(request, ref, is_impersonated(request), *args, **kwargs))
-                except errors.Refusal as refusal:
-                    return refusal_response(refusal)
-                except ValidationError as invalid:
-                    fields = invalid.message_dict if hasattr(invalid, "error_dict") else {"__all__": invalid.messages}
-                    return JsonResponse({"error": "invalid", "fields": fields}, status=400)
-        except RequestDataTooBig:  # over DATA_UPLOAD_MAX_MEMORY_SIZE, raised where the body is read
-            return JsonResponse({"error": TOO_LARGE}, status=413)
-
-    return csrf_exempt(wrapper)
-
-
-def csrf_refused(request: HttpRequest) -> bool:
-    """Django's own CSRF check, run for an API call: True when it refuses the request.
-
-    The check is ``CsrfViewMiddleware``'s, so it logs a refusal as usual; only
-    the answer differs.
-    """
-    check = CsrfViewMiddleware(_never_called)
-    check.process_request(request)  # reads the cookie, as the middleware did (or would have)
-    return check.process_view(request, _never_called, (), {}) is not None
-
-
-def _never_called(request: HttpRequest) -> HttpResponse:
-    raise AssertionError("stands in for a view in the CSRF check; never called")
-
-
-def page_language(request: HttpRequest) -> str:
-    """The user's own language, else the request's (cookie, Accept-Language): as a turn picks it."""
-    own = UserSettings.objects.filter(user_id=request.user.pk).first() if request.user.is_authenticated else None
-    return language_for(own, get_language())
-
-
-def _body(request: HttpRequest) -> dict[str, Any]:
-    if request.content_type == "application/json":
-        try:
-            data = json.loads(request.body or b"{}")
-        except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
-            raise ValidationError({"__all__": [gettext("The request body is not JSON.")]}) from None
-        if not isinstance(data, dict):
-            raise ValidationError({"__all__": [gettext("The request body must be a JSON object.")]})
-        return data
-    return request.POST.dict()
+SESSION_CODES = tuple(refusal.code for refusal in errors.SESSION_REFUSALS if refusal is not errors.ScopeRefused)
+"""The refusal codes that mean the session ended: the page offers to sign in again (a site's own scope
+check names its own codes, which the page cannot know ahead)."""
 
 
 @login_required
@@ -122,39 +43,45 @@ def chat(request: HttpRequest, conversation_id: Any = None) -> HttpResponse:
     try:
         scope = authorize_session(SessionRef.from_request(request), impersonated=is_impersonated(request))
     except errors.Refusal as refusal:
-        with translation.override(page_language(request)):
-            context = {"code": refusal.code, "login_url": login_link(request.get_full_path())}
-            return render(request, "agent/unavailable.html", context, status=403)
+        return unavailable(request, refusal)
     logout_url = agent_settings.LOGOUT_URL
-    context = {
-        "open_conversation": conversation_id or "",
-        "urls": _page_urls(),
-        "websocket_path": "/" + WEBSOCKET_PATH,
-        "login_url": resolve_url(settings.LOGIN_URL),
-        "logout_url": resolve_url(logout_url) if logout_url else "",
-        "history_chars": agent_settings.HISTORY_CHARS,
-        "max_file_bytes": agent_settings.MAX_FILE_BYTES,
-        "max_files": agent_settings.MAX_FILES_PER_MESSAGE,
-        "accepted_extensions": accepted_extensions(),
-    }
+    context: dict[str, Any] = {"logout_url": resolve_url(logout_url) if logout_url else ""}
     language = language_for(scope.user_settings, get_language())
     with translation.override(language):
         context["model"] = choice_view(endpoints.effective(request.user, user_settings=scope.user_settings))
+        context["config"] = page_config(conversation_id or "")
         return render(request, "agent/chat.html", context)
+
+
+def page_config(open_conversation: str) -> dict[str, Any]:
+    """Every fact the chat page's script needs, read from the settings and the server's own tables,
+    rendered once as JSON (``json_script``), so no limit, code or sentence is kept twice.
+
+    Call it in the user's language: the sentences for situations the page meets on its own (a
+    chat found gone, a socket closed for a session that ended) are the server's refusal messages.
+    """
+    page_codes = ("not_found", "forbidden", *SESSION_CODES)
+    return {
+        "open_conversation": open_conversation,
+        "urls": _page_urls(),
+        "placeholder": PLACEHOLDER_ID,
+        "websocket_path": "/" + WEBSOCKET_PATH,
+        "login_url": resolve_url(settings.LOGIN_URL),
+        "messages_page": agent_settings.MESSAGES_PAGE,
+        "history_chars": agent_settings.HISTORY_CHARS,
+        "max_title_chars": agent_settings.MAX_TITLE_CHARS,
+        "max_file_bytes": agent_settings.MAX_FILE_BYTES,
+        "max_files": agent_settings.MAX_FILES_PER_MESSAGE,
+        "accepted_extensions": accepted_extensions(),
+        "session_codes": list(SESSION_CODES),
+        "close_codes": CLOSE_CODES,
+        "messages": {code: str(errors.refusal_named(code).message) for code in page_codes},
+    }
 
 
 def accepted_extensions() -> list[str]:
     """The file name endings the composer offers: those whose type the site accepts."""
-    accepted = set(agent_settings.ACCEPTED_TYPES)
-    return [ending for ending, content_type in BY_EXTENSION.items() if content_type in accepted]
-
-
-def login_link(next_path: str) -> str:
-    """``LOGIN_URL`` (a URL name or a URL) with ``next``, as ``redirect_to_login`` builds it."""
-    scheme, netloc, path, query, fragment = urlsplit(resolve_url(settings.LOGIN_URL))
-    params = QueryDict(query, mutable=True)
-    params[REDIRECT_FIELD_NAME] = next_path
-    return urlunsplit((scheme, netloc, path, params.urlencode(safe="/"), fragment))
+    return extensions_for(agent_settings.ACCEPTED_TYPES)
 
 
 def offered_languages() -> list[tuple[str, str]]:
@@ -182,7 +109,7 @@ def language(request: HttpRequest) -> HttpResponse:
     if request.user.is_authenticated and not is_impersonated(request):
         UserSettings.objects.update_or_create(user=request.user, defaults={"language": code})
     next_url = request.POST.get("next") or request.headers.get("referer")
-    if not url_has_allowed_host_and_scheme(
+    if not next_url or not url_has_allowed_host_and_scheme(
         next_url, allowed_hosts={request.get_host()}, require_https=request.is_secure()
     ):
         next_url = reverse("agent:chat")
@@ -245,7 +172,7 @@ def javascript_catalog(request: HttpRequest) -> HttpResponseBase:
 @api
 def conversation_list(request: HttpRequest, ref: SessionRef, impersonated: bool) -> dict[str, Any]:
     """The chat list: active chats, the archived ones (``archived=1``), or those matching ``q``."""
-    paging = {**_limit(request.GET.get("limit")), "cursor": request.GET.get("cursor")}
+    paging: dict[str, Any] = {**_limit(request.GET.get("limit")), "cursor": request.GET.get("cursor")}
     if "q" in request.GET:
         page = conversations.search_conversations(ref, request.GET["q"], impersonated=impersonated, **paging)
     else:
@@ -260,7 +187,7 @@ def conversation_list(request: HttpRequest, ref: SessionRef, impersonated: bool)
 @require_POST
 @api
 def conversation_create(request: HttpRequest, ref: SessionRef, impersonated: bool) -> dict[str, Any]:
-    title = _body(request).get("title")
+    title = read_body(request).get("title")
     conversation = conversations.create_conversation(ref, {"title": title}, impersonated=impersonated)
     return {"conversation": conversations.conversation_view(conversation)}
 
@@ -283,7 +210,7 @@ def conversation_detail(
 def conversation_rename(
     request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str
 ) -> dict[str, Any]:
-    title = _body(request).get("title")
+    title = read_body(request).get("title")
     conversation = conversations.rename_conversation(ref, conversation_id, title, impersonated=impersonated)
     return {"conversation": conversations.conversation_view(conversation)}
 
@@ -333,7 +260,7 @@ def message_list(request: HttpRequest, ref: SessionRef, impersonated: bool, conv
 @require_POST
 @api
 def turn_start(request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str) -> dict[str, Any]:
-    body = _body(request)
+    body = read_body(request)
     turn = turns.start(
         ref,
         conversation_id,
@@ -355,7 +282,7 @@ def turn_stop(request: HttpRequest, ref: SessionRef, impersonated: bool, convers
 @api
 def turn_edit(request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str) -> dict[str, Any]:
     """A new version of one of the user's messages (``message``, ``text``, optional ``attachment_ids``)."""
-    body = _body(request)
+    body = read_body(request)
     turn = turns.edit_message(
         ref,
         conversation_id,
@@ -373,7 +300,7 @@ def turn_edit(request: HttpRequest, ref: SessionRef, impersonated: bool, convers
 def turn_regenerate(request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str) -> dict[str, Any]:
     """Another answer to the user's message that ``message`` answers."""
     turn = turns.regenerate(
-        ref, conversation_id, _body(request).get("message"), impersonated=impersonated, language=get_language()
+        ref, conversation_id, read_body(request).get("message"), impersonated=impersonated, language=get_language()
     )
     return {"turn": {"id": str(turn.pk), "status": turn.status}}
 
@@ -382,7 +309,7 @@ def turn_regenerate(request: HttpRequest, ref: SessionRef, impersonated: bool, c
 @api
 def version_switch(request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str) -> dict[str, Any]:
     """Show the version that holds ``message``."""
-    changed = turns.switch_version(ref, conversation_id, _body(request).get("message"), impersonated=impersonated)
+    changed = turns.switch_version(ref, conversation_id, read_body(request).get("message"), impersonated=impersonated)
     return {"changed": changed}
 
 

@@ -19,8 +19,8 @@ from channels.db import database_sync_to_async
 from django.db import DatabaseError
 from django.utils import translation
 
-from . import conversations
-from .access import Scope, SessionRef, authorize_session
+from .. import conversations
+from ..access import Scope, SessionRef, authorize_session
 from .rendering import page_view
 
 SCOPE_FRESH_S = 1.0

@@ -20,8 +20,8 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
-from . import notices
-from .tools.registry import registry
+from .. import notices
+from ..tools.registry import registry
 
 _SAFE_SCHEMES = ("http://", "https://", "mailto:")
 
@@ -113,7 +113,7 @@ def page_view(view: dict[str, Any]) -> dict[str, Any]:
         if "tool" in params:
             params["tool"] = tool_title(params["tool"])
         code = view.get("notice_code") or ""
-        return {**view, "notice_text": notices.text(code, params), "notice_tone": notice_tone(code)}
+        return {**view, "notice_text": notices.text(code, params), "notice_tone": notices.tone(code)}
     if role == "tool":
         shown = {**view, "tool_title": tool_title(view.get("tool_name"))}
         card = view.get("confirmation")
@@ -121,17 +121,6 @@ def page_view(view: dict[str, Any]) -> dict[str, Any]:
             shown["confirmation"] = {**card, "fields": card_fields(view.get("tool_name"), card["preview"])}
         return shown
     return view
-
-
-_SUCCESS_NOTICES = frozenset({"confirmation_done"})
-_NEUTRAL_NOTICES = frozenset({"stopped", "confirmation_cancelled", "endpoint_fallback", "pictures_not_seen"})
-
-
-def notice_tone(code: str) -> str:
-    """How a notice looks: ``success`` (a change made), ``error`` (something failed), or ``info``."""
-    if code in _SUCCESS_NOTICES:
-        return "success"
-    return "info" if code in _NEUTRAL_NOTICES else "error"
 
 
 def tool_title(name: Any) -> str:

@@ -25,17 +25,18 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.utils import translation
 from django.views.decorators.http import require_GET
 
-from . import conversations, events
-from .access import Scope, SessionRef, is_impersonated, language_for
-from .conf import agent_settings
+from .. import conversations, events
+from ..access import Scope, SessionRef, is_impersonated, language_for
+from ..conf import agent_settings
+from ..errors import NotFound, Refusal, SessionGone, error_body, refusal_named
 from .delivery import SCOPE_FRESH_S, SharedReads, run_detached, same_draft
-from .errors import NotFound, Refusal, SessionGone
+from .http import invalid_response, page_language, refusal_response
 from .rendering import draft_html, page_view
-from .views import page_language, refusal_response
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ KEEPALIVE = b": keepalive\n\n"
 
 
 @require_GET
-async def stream(request: HttpRequest) -> HttpResponse:
+async def stream(request: HttpRequest) -> HttpResponseBase:
     """``GET ?conversation=<id>&after=<message id>``: the chat's messages after ``after``, then its live events.
 
     A refusal comes before the stream, as the JSON the other views answer
@@ -61,8 +62,7 @@ async def stream(request: HttpRequest) -> HttpResponse:
     except Refusal as refusal:
         return refusal_response(refusal)
     except ValidationError as invalid:
-        fields = invalid.message_dict if hasattr(invalid, "error_dict") else {"__all__": invalid.messages}
-        return JsonResponse({"error": "invalid", "fields": fields}, status=400)
+        return invalid_response(invalid)
     listener = ChatStream(layer, channel, **opened)
     response = StreamingHttpResponse(listener.frames(), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache, no-transform"
@@ -238,7 +238,7 @@ class ChatStream:
             self._gone()
             return
         except Refusal as refusal:
-            self._end(refusal.code)
+            self._end(refusal)
             return
         if self.seq is not None and view.seq <= self.seq:
             return  # the page has it: it came with the first frame
@@ -279,7 +279,7 @@ class ChatStream:
     async def agent_session_ended(self, event: dict[str, Any]) -> None:
         final = event.get("final")
         if final:
-            self._end(final if isinstance(final, str) else "session_gone")
+            self._end(refusal_named(final) if isinstance(final, str) else SessionGone())
             return
         self.checked_after = max(self.checked_after, self.shared.first_seen(event.get("id")))
         await self._allowed()
@@ -302,16 +302,16 @@ class ChatStream:
         try:
             return await self._fresh_scope()
         except Refusal as refusal:
-            self._end(refusal.code)
+            self._end(refusal)
             return None
 
     async def _allowed(self) -> bool:
         """Whether the session may still see the chat; if not, the page is told why and the stream ends."""
         return await self._fresh_scope_or_end() is not None
 
-    def _end(self, code: str) -> None:
-        """Send nothing more but an ``error`` frame with the refusal's code, then end the stream."""
-        self.out = [sse({"type": "error", "error": code})]
+    def _end(self, refusal: Refusal) -> None:
+        """Send nothing more but an ``error`` frame with the refusal, then end the stream."""
+        self.out = [sse({"type": "error", **error_body(refusal)})]
         self._stop()
 
     def _gone(self) -> None:

@@ -12,9 +12,10 @@ from django.utils import translation
 from django.utils.translation import get_language
 from django.views.decorators.http import require_GET, require_http_methods
 
-from . import assistant, errors
-from .access import SessionRef, authorize_session, is_impersonated, language_for
-from .views import _body, api, login_link, page_language
+from .. import assistant, errors
+from ..access import SessionRef, authorize_session, is_impersonated, language_for
+from ..conf import agent_settings
+from .http import api, read_body, unavailable
 
 
 @require_http_methods(["GET", "POST"])
@@ -22,7 +23,7 @@ from .views import _body, api, login_link, page_language
 def settings_api(request: HttpRequest, ref: SessionRef, impersonated: bool) -> dict[str, Any]:
     """GET: the panel's data. POST (JSON): the user's changes, then the panel's data."""
     if request.method == "POST":
-        return assistant.update(ref, _body(request), impersonated=impersonated)
+        return assistant.update(ref, read_body(request), impersonated=impersonated)
     return assistant.panel(ref, impersonated=impersonated)
 
 
@@ -33,9 +34,8 @@ def page(request: HttpRequest) -> HttpResponse:
     try:
         scope = authorize_session(SessionRef.from_request(request), impersonated=is_impersonated(request))
     except errors.Refusal as refusal:
-        with translation.override(page_language(request)):
-            context = {"code": refusal.code, "login_url": login_link(request.get_full_path())}
-            return render(request, "agent/unavailable.html", context, status=403)
-    context = {"api_url": reverse("agent:assistant_api"), "chat_url": reverse("agent:chat")}
+        return unavailable(request, refusal)
+    config = {"api_url": reverse("agent:assistant_api"), "max_instructions": agent_settings.MAX_INSTRUCTIONS_CHARS}
+    context = {"config": config, "chat_url": reverse("agent:chat")}
     with translation.override(language_for(scope.user_settings, get_language())):
         return render(request, "agent/assistant.html", context)

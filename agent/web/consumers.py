@@ -33,20 +33,29 @@ from django.utils.http import is_same_domain
 from django.utils.translation import get_supported_language_variant
 from django.utils.translation.trans_real import parse_accept_lang_header
 
-from . import confirmations, conversations, events, turns
-from .access import Scope, SessionRef, is_impersonated, language_for
-from .ai import limits
-from .conf import agent_settings
+from .. import confirmations, conversations, events, turns
+from ..access import Scope, SessionRef, is_impersonated, language_for
+from ..conf import agent_settings
+from ..errors import SESSION_REFUSALS, BadFrame, NotFound, Refusal, SessionGone, error_body, invalid_body, refusal_named
 from .delivery import SCOPE_FRESH_S, SharedReads, run_detached, same_draft
-from .errors import SESSION_REFUSALS, NotFound, Refusal
 from .rendering import draft_html, page_view
 
 logger = logging.getLogger(__name__)
+
+WEBSOCKET_PATH = "ws/agent/"
+"""Where the chat page's socket connects: ``agent.routing`` routes it here, the page reads it."""
 
 CLOSE_SESSION_ENDED = 4401
 CLOSE_TOO_LARGE = 4413
 CLOSE_TOO_FAST = 4429
 CLOSE_INTERNAL_ERROR = 1011
+CLOSE_CODES = {
+    "session_ended": CLOSE_SESSION_ENDED,
+    "too_large": CLOSE_TOO_LARGE,
+    "too_fast": CLOSE_TOO_FAST,
+    "internal_error": CLOSE_INTERNAL_ERROR,
+}
+"""The close codes by name, as the page reads them."""
 
 FELL_BEHIND = "agent.fell_behind"
 """Put in a socket's own queue, never sent: the queue overflowed and lost what was in it."""
@@ -154,7 +163,7 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
         except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
             frame = None
         if not isinstance(frame, dict):
-            await self.send_json({"type": "error", "error": "bad_frame"})
+            await self.send_json({"type": "error", **error_body(BadFrame())})
             return
         await self.receive_json(frame)
 
@@ -168,7 +177,7 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
     async def receive_json(self, content: dict[str, Any], **kwargs: Any) -> None:
         handler = self.FRAMES.get(content.get("type"))  # type: ignore[arg-type]
         if handler is None:
-            await self.send_json({"type": "error", "error": "bad_frame", "ref": content.get("ref")})
+            await self.send_json({"type": "error", **error_body(BadFrame()), "ref": content.get("ref")})
             return
         try:
             if content["type"] in SUBSCRIPTION_FRAMES:
@@ -177,14 +186,12 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
             else:
                 reply = await handler(self, content)
         except Refusal as refusal:
-            explained = limits.client_fields(refusal)  # which limit, how much, when it frees up
-            await self.send_json({"type": "error", "error": refusal.code, **explained, "ref": content.get("ref")})
+            await self.send_json({"type": "error", **error_body(refusal), "ref": content.get("ref")})
             if isinstance(refusal, SESSION_REFUSALS):
                 await self.close(code=CLOSE_SESSION_ENDED)
             return
         except ValidationError as invalid:
-            fields = invalid.message_dict if hasattr(invalid, "error_dict") else {"__all__": invalid.messages}
-            await self.send_json({"type": "error", "error": "invalid", "fields": fields, "ref": content.get("ref")})
+            await self.send_json({"type": "error", **invalid_body(invalid), "ref": content.get("ref")})
             return
         if reply is not None:
             await self.send_json({**reply, "ref": content.get("ref")})
@@ -296,7 +303,7 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
             await self._drop_subscription(conversation_id)
             return
         except Refusal as refusal:
-            await self._end(refusal.code)
+            await self._end(refusal)
             return
         have = self.subscribed.get(conversation_id, None)
         if have is not None and view.seq <= have:
@@ -333,7 +340,7 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
             await self._drop_subscription(conversation_id)
             return
         except Refusal as refusal:
-            await self._end(refusal.code)
+            await self._end(refusal)
             return
         if not self.ended:
             await self.send_json(
@@ -355,7 +362,7 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
     async def agent_session_ended(self, event: dict[str, Any]) -> None:
         final = event.get("final")
         if final:
-            await self._end(final if isinstance(final, str) else "session_gone")
+            await self._end(refusal_named(final) if isinstance(final, str) else SessionGone())
             return
         self.checked_after = max(self.checked_after, self.shared.first_seen(event.get("id")))
         await self._allowed()
@@ -384,16 +391,16 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
         try:
             await self._fresh_scope(since)
         except Refusal as refusal:
-            await self._end(refusal.code)
+            await self._end(refusal)
             return False
         return True
 
-    async def _end(self, code: str) -> None:
+    async def _end(self, refusal: Refusal) -> None:
         if self.ended:
             return
         self.ended = True
         self.inbox.clear()
-        await self.send_json({"type": "error", "error": code})
+        await self.send_json({"type": "error", **error_body(refusal)})
         await self.close(code=CLOSE_SESSION_ENDED)
 
     async def _watch(self) -> None:

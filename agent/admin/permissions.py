@@ -1,0 +1,84 @@
+"""Who may see and change what on the staff pages: ``agent.manage_agent`` for every page,
+``agent.manage_endpoints`` to change where chats go, ``agent.view_chat_content`` to read users' words."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.admin.filters import FieldListFilter, ListFilter
+from django.contrib.admin.utils import get_fields_from_path
+from django.http import HttpRequest
+
+MANAGE = "agent.manage_agent"
+MANAGE_ENDPOINTS = "agent.manage_endpoints"
+VIEW_CONTENT = "agent.view_chat_content"
+SITE_ENDPOINT_FIELDS = ["default_endpoint", "picture_endpoint", "selectable_endpoints"]
+USER_ENDPOINT_FIELDS = ["endpoint", "picture_endpoint"]
+
+
+class DeclaredLookupsOnly:
+    """A list page filters only as its own filters and date links do; any other lookup in the
+    query string is refused (400), so no field can be probed through the row count.
+
+    Django's own check guards relations only: ``?session_key__regex=^a`` would be run.
+    """
+
+    def lookup_allowed(self, lookup: str, value: Any, request: Any = None) -> bool:
+        return lookup in self.declared_lookups(request)
+
+    def declared_lookups(self, request: Any) -> set[str]:
+        """The query-string keys of this page's ``list_filter`` and ``date_hierarchy``."""
+        allowed: set[str] = set()
+        for entry in self.get_list_filter(request):  # type: ignore[attr-defined]
+            allowed.update(self._filter_parameters(request, entry))
+        hierarchy = self.date_hierarchy  # type: ignore[attr-defined]
+        if hierarchy:
+            allowed.update(f"{hierarchy}__{part}" for part in ("year", "month", "day"))
+        return allowed
+
+    def _filter_parameters(self, request: Any, entry: Any) -> list[str]:
+        model = self.model  # type: ignore[attr-defined]
+        if isinstance(entry, type) and issubclass(entry, ListFilter) and not issubclass(entry, FieldListFilter):
+            return list(entry(request, {}, model, self).expected_parameters())
+        field_path, filter_class = entry if isinstance(entry, (tuple, list)) else (entry, FieldListFilter.create)
+        field = get_fields_from_path(model, field_path)[-1]
+        spec = filter_class(field, request, {}, model, self, field_path=field_path)
+        return list(spec.expected_parameters())
+
+
+class ManageAgentMixin(DeclaredLookupsOnly):
+    """Every page here is for ``agent.manage_agent`` holders."""
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm(MANAGE)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm(MANAGE)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm(MANAGE)
+
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        return request.user.has_perm(MANAGE)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm(MANAGE)
+
+
+class ReadOnlyMixin(ManageAgentMixin):
+    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+def may_manage_endpoints(request: HttpRequest) -> bool:
+    return request.user.has_perm(MANAGE) and request.user.has_perm(MANAGE_ENDPOINTS)
+
+
+def may_read_content(request: HttpRequest) -> bool:
+    return request.user.has_perm(VIEW_CONTENT)
