@@ -1,256 +1,211 @@
 /* "My assistant": the user's models, instructions, language, usage and quotas over the JSON API.
  *
- * No build step and a strict CSP: no inline script, style or handlers; every text
- * goes in as text, every fixed phrase through gettext() from Django's
- * JavaScriptCatalog, loaded before this file.
+ * An ES module on the pages' transport (http.js); no build step and a strict CSP: no inline script,
+ * style or handlers. Every text goes in as text; a refusal shows the server's own sentence, and the
+ * few fixed phrases go through gettext() from Django's JavaScriptCatalog, loaded before this file.
  */
-(function () {
-  "use strict";
 
-  const root = document.getElementById("assistant-panel");
-  if (!root) {
+import { ApiError, errorText, request } from "./http.js";
+
+const config = JSON.parse(document.getElementById("agent-config").textContent);
+const $ = (id) => document.getElementById(id);
+const ui = {
+  status: $("panel-status"),
+  error: $("panel-error"),
+  models: $("models"),
+  form: $("settings-form"),
+  picker: $("picker"),
+  endpoint: $("pick-endpoint"),
+  pictureEndpoint: $("pick-picture-endpoint"),
+  instructions: $("instructions"),
+  count: $("instructions-count"),
+  language: $("language"),
+  save: $("save"),
+  saved: $("saved"),
+  usage: $("usage"),
+  quotas: $("quotas"),
+};
+const FIELDS = ["endpoint", "picture_endpoint", "instructions", "language", "__all__"];
+let maxInstructions = config.max_instructions;
+
+const call = (method, body) => request(method, config.api_url, body);
+
+function sourceClass(choice) {
+  return "source-" + choice.source;
+}
+
+function renderModels(models) {
+  const labels = { chat: gettext("Chats"), pictures: gettext("Pictures") };
+  ui.models.replaceChildren();
+  for (const kind of ["chat", "pictures"]) {
+    const choice = models[kind];
+    const term = document.createElement("dt");
+    term.textContent = labels[kind];
+    const detail = document.createElement("dd");
+    detail.className = sourceClass(choice);
+    detail.dataset.source = choice.source;
+    detail.dataset.reason = choice.reason || "";
+    const name = choice.endpoint ? choice.endpoint.name + " (" + choice.endpoint.model + ")" : gettext("none configured");
+    detail.textContent = name + " — " + choice.explanation;
+    ui.models.append(term, detail);
+  }
+}
+
+function fillSelect(select, options, selected, emptyLabel) {
+  select.replaceChildren();
+  const empty = document.createElement("option");
+  empty.value = "";
+  empty.textContent = emptyLabel;
+  select.append(empty);
+  for (const [value, label] of options) {
+    const option = document.createElement("option");
+    option.value = String(value);
+    option.textContent = label;
+    select.append(option);
+  }
+  select.value = selected === null || selected === undefined ? "" : String(selected);
+}
+
+function renderPicker(picker) {
+  ui.picker.hidden = !picker.offered;
+  if (!picker.offered) {
     return;
   }
-  const $ = (id) => document.getElementById(id);
-  const ui = {
-    status: $("panel-status"),
-    error: $("panel-error"),
-    models: $("models"),
-    form: $("settings-form"),
-    picker: $("picker"),
-    endpoint: $("pick-endpoint"),
-    pictureEndpoint: $("pick-picture-endpoint"),
-    instructions: $("instructions"),
-    count: $("instructions-count"),
-    language: $("language"),
-    save: $("save"),
-    saved: $("saved"),
-    usage: $("usage"),
-    quotas: $("quotas"),
+  const all = picker.endpoints.map((e) => [e.id, e.name + " (" + e.model + ")"]);
+  const seeing = picker.endpoints.filter((e) => e.supports_images).map((e) => [e.id, e.name + " (" + e.model + ")"]);
+  fillSelect(ui.endpoint, all, picker.endpoint, gettext("The site's model"));
+  fillSelect(ui.pictureEndpoint, seeing, picker.picture_endpoint, gettext("The site's model"));
+  ui.endpoint.disabled = picker.endpoint_locked;
+  ui.pictureEndpoint.disabled = picker.picture_endpoint_locked;
+}
+
+function usageText(item) {
+  if (item.message) {
+    return item.message;
+  }
+  const names = {
+    cost_per_user: gettext("Cost: $%(used)s of $%(cap)s"),
+    turns_per_user: gettext("Turns: %(used)s of %(cap)s"),
+    off_purpose: gettext("Requests the assistant is not for: %(used)s of %(cap)s"),
+    cost_site: gettext("The site's cost: $%(used)s of $%(cap)s"),
   };
-  const FIELDS = ["endpoint", "picture_endpoint", "instructions", "language", "__all__"];
-  let maxInstructions = 4000;
+  const unlimited = {
+    cost_per_user: gettext("Cost: $%(used)s (no cap)"),
+    turns_per_user: gettext("Turns: %(used)s (no cap)"),
+    off_purpose: gettext("Requests the assistant is not for: %(used)s"),
+    cost_site: gettext("The site's cost: $%(used)s"),
+  };
+  const used = item.limit.startsWith("cost") ? Number(item.used).toFixed(2) : item.used;
+  const cap = item.limit.startsWith("cost") ? Number(item.cap).toFixed(2) : item.cap;
+  const template = Number(item.cap) ? names[item.limit] : unlimited[item.limit];
+  return interpolate(template || item.limit, { used: used, cap: cap }, true);
+}
 
-  function csrfToken() {
-    const input = root.querySelector("input[name=csrfmiddlewaretoken]");
-    return input ? input.value : "";
-  }
-
-  function refusalText(code) {
-    const texts = {
-      forbidden: gettext("You may not use the assistant."),
-      impersonated: gettext("The assistant is not available while you act as another user."),
-      csrf_failed: gettext("This page is out of date. Reload it and try again."),
-      network: gettext("The server could not be reached. Check your connection and try again."),
-      session_gone: gettext("You were signed out. Sign in again to go on."),
-      mismatch: gettext("You were signed out. Sign in again to go on."),
-      inactive: gettext("You were signed out. Sign in again to go on."),
-    };
-    return texts[code] || gettext("Something went wrong. Try again.");
-  }
-
-  async function call(method, body) {
-    const options = { method: method, credentials: "same-origin", headers: { Accept: "application/json" } };
-    if (method === "POST") {
-      options.headers["Content-Type"] = "application/json";
-      options.headers["X-CSRFToken"] = csrfToken();
-      options.body = JSON.stringify(body);
+function renderUsage(items) {
+  ui.usage.replaceChildren();
+  for (const item of items) {
+    const line = document.createElement("li");
+    line.dataset.limit = item.limit;
+    line.textContent = usageText(item);
+    if (item.reached) {
+      line.classList.add("reached");
     }
-    let response;
-    try {
-      response = await fetch(root.dataset.apiUrl, options);
-    } catch (error) {
-      throw { error: "network" };
-    }
-    let data = null;
-    try {
-      data = await response.json();
-    } catch (error) {
-      data = null;
-    }
-    if (!response.ok) {
-      throw data || { error: "server" };
-    }
-    return data;
+    ui.usage.append(line);
   }
+}
 
-  function sourceClass(choice) {
-    return "source-" + choice.source;
-  }
-
-  function renderModels(models) {
-    const labels = { chat: gettext("Chats"), pictures: gettext("Pictures") };
-    ui.models.replaceChildren();
-    for (const kind of ["chat", "pictures"]) {
-      const choice = models[kind];
-      const term = document.createElement("dt");
-      term.textContent = labels[kind];
-      const detail = document.createElement("dd");
-      detail.className = sourceClass(choice);
-      detail.dataset.source = choice.source;
-      detail.dataset.reason = choice.reason || "";
-      const name = choice.endpoint ? choice.endpoint.name + " (" + choice.endpoint.model + ")" : gettext("none configured");
-      detail.textContent = name + " — " + choice.explanation;
-      ui.models.append(term, detail);
+function renderQuotas(items) {
+  ui.quotas.replaceChildren();
+  for (const item of items) {
+    const line = document.createElement("li");
+    line.dataset.limit = item.limit;
+    line.textContent = item.text; // in the user's language from the server, sizes formatted
+    if (item.reached) {
+      line.classList.add("reached");
     }
+    ui.quotas.append(line);
   }
+}
 
-  function fillSelect(select, options, selected, emptyLabel) {
-    select.replaceChildren();
-    const empty = document.createElement("option");
-    empty.value = "";
-    empty.textContent = emptyLabel;
-    select.append(empty);
-    for (const [value, label] of options) {
-      const option = document.createElement("option");
-      option.value = String(value);
-      option.textContent = label;
-      select.append(option);
-    }
-    select.value = selected === null || selected === undefined ? "" : String(selected);
-  }
+function renderLanguage(languages, selected) {
+  fillSelect(ui.language, languages, selected, gettext("As my browser asks"));
+}
 
-  function renderPicker(picker) {
-    ui.picker.hidden = !picker.offered;
-    if (!picker.offered) {
-      return;
-    }
-    const all = picker.endpoints.map((e) => [e.id, e.name + " (" + e.model + ")"]);
-    const seeing = picker.endpoints.filter((e) => e.supports_images).map((e) => [e.id, e.name + " (" + e.model + ")"]);
-    fillSelect(ui.endpoint, all, picker.endpoint, gettext("The site's model"));
-    fillSelect(ui.pictureEndpoint, seeing, picker.picture_endpoint, gettext("The site's model"));
-    ui.endpoint.disabled = picker.endpoint_locked;
-    ui.pictureEndpoint.disabled = picker.picture_endpoint_locked;
-  }
+function showCount() {
+  ui.count.textContent = interpolate(gettext("%(count)s of %(max)s characters"), {
+    count: ui.instructions.value.length,
+    max: maxInstructions,
+  }, true);
+}
 
-  function usageText(item) {
-    if (item.message) {
-      return item.message;
-    }
-    const names = {
-      cost_per_user: gettext("Cost: $%(used)s of $%(cap)s"),
-      turns_per_user: gettext("Turns: %(used)s of %(cap)s"),
-      off_purpose: gettext("Requests the assistant is not for: %(used)s of %(cap)s"),
-      cost_site: gettext("The site's cost: $%(used)s of $%(cap)s"),
-    };
-    const unlimited = {
-      cost_per_user: gettext("Cost: $%(used)s (no cap)"),
-      turns_per_user: gettext("Turns: %(used)s (no cap)"),
-      off_purpose: gettext("Requests the assistant is not for: %(used)s"),
-      cost_site: gettext("The site's cost: $%(used)s"),
-    };
-    const used = item.limit.startsWith("cost") ? Number(item.used).toFixed(2) : item.used;
-    const cap = item.limit.startsWith("cost") ? Number(item.cap).toFixed(2) : item.cap;
-    const template = Number(item.cap) ? names[item.limit] : unlimited[item.limit];
-    return interpolate(template || item.limit, { used: used, cap: cap }, true);
-  }
+function render(data) {
+  maxInstructions = data.max_instructions;
+  renderModels(data.models);
+  renderPicker(data.picker);
+  ui.instructions.value = data.instructions;
+  renderLanguage(data.languages, data.language);
+  renderUsage(data.usage);
+  renderQuotas(data.quotas);
+  showCount();
+  ui.form.hidden = false;
+  ui.status.textContent = "";
+}
 
-  function renderUsage(items) {
-    ui.usage.replaceChildren();
-    for (const item of items) {
-      const line = document.createElement("li");
-      line.dataset.limit = item.limit;
-      line.textContent = usageText(item);
-      if (item.reached) {
-        line.classList.add("reached");
-      }
-      ui.usage.append(line);
+function clearErrors() {
+  for (const field of FIELDS) {
+    const element = $("error-" + field);
+    if (element) {
+      element.textContent = "";
     }
   }
+  ui.error.hidden = true;
+}
 
-  function renderQuotas(items) {
-    ui.quotas.replaceChildren();
-    for (const item of items) {
-      const line = document.createElement("li");
-      line.dataset.limit = item.limit;
-      line.textContent = item.text; // in the user's language from the server, sizes formatted
-      if (item.reached) {
-        line.classList.add("reached");
-      }
-      ui.quotas.append(line);
+function showFailure(failure) {
+  if (failure instanceof ApiError && failure.code === "invalid" && failure.fields) {
+    for (const [field, messages] of Object.entries(failure.fields)) {
+      const element = $("error-" + field) || $("error-__all__");
+      element.textContent = messages.join(" ");
     }
+    return;
   }
+  ui.error.textContent = errorText(failure);
+  ui.error.hidden = false;
+}
 
-  function renderLanguage(languages, selected) {
-    fillSelect(ui.language, languages, selected, gettext("As my browser asks"));
-  }
-
-  function showCount() {
-    ui.count.textContent = interpolate(gettext("%(count)s of %(max)s characters"), {
-      count: ui.instructions.value.length,
-      max: maxInstructions,
-    }, true);
-  }
-
-  function render(data) {
-    maxInstructions = data.max_instructions;
-    renderModels(data.models);
-    renderPicker(data.picker);
-    ui.instructions.value = data.instructions;
-    renderLanguage(data.languages, data.language);
-    renderUsage(data.usage);
-    renderQuotas(data.quotas);
-    showCount();
-    ui.form.hidden = false;
+async function load() {
+  try {
+    render(await call("GET"));
+  } catch (failure) {
     ui.status.textContent = "";
+    showFailure(failure);
   }
+}
 
-  function clearErrors() {
-    for (const field of FIELDS) {
-      const element = $("error-" + field);
-      if (element) {
-        element.textContent = "";
-      }
+ui.instructions.addEventListener("input", showCount);
+
+ui.form.addEventListener("submit", async (event) => {
+  event.preventDefault();
+  clearErrors();
+  ui.saved.textContent = "";
+  const body = { instructions: ui.instructions.value, language: ui.language.value };
+  if (!ui.picker.hidden) {
+    if (!ui.endpoint.disabled) {
+      body.endpoint = ui.endpoint.value;
     }
-    ui.error.hidden = true;
-  }
-
-  function showFailure(failure) {
-    if (failure && failure.error === "invalid" && failure.fields) {
-      for (const [field, messages] of Object.entries(failure.fields)) {
-        const element = $("error-" + field) || $("error-__all__");
-        element.textContent = messages.join(" ");
-      }
-      return;
-    }
-    ui.error.textContent = (failure && failure.message) || refusalText(failure && failure.error);
-    ui.error.hidden = false;
-  }
-
-  async function load() {
-    try {
-      render(await call("GET"));
-    } catch (failure) {
-      ui.status.textContent = "";
-      showFailure(failure);
+    if (!ui.pictureEndpoint.disabled) {
+      body.picture_endpoint = ui.pictureEndpoint.value;
     }
   }
+  ui.save.disabled = true;
+  try {
+    render(await call("POST", body));
+    ui.saved.textContent = gettext("Saved.");
+  } catch (failure) {
+    showFailure(failure);
+  } finally {
+    ui.save.disabled = false;
+  }
+});
 
-  ui.instructions.addEventListener("input", showCount);
-
-  ui.form.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    clearErrors();
-    ui.saved.textContent = "";
-    const body = { instructions: ui.instructions.value, language: ui.language.value };
-    if (!ui.picker.hidden) {
-      if (!ui.endpoint.disabled) {
-        body.endpoint = ui.endpoint.value;
-      }
-      if (!ui.pictureEndpoint.disabled) {
-        body.picture_endpoint = ui.pictureEndpoint.value;
-      }
-    }
-    ui.save.disabled = true;
-    try {
-      render(await call("POST", body));
-      ui.saved.textContent = gettext("Saved.");
-    } catch (failure) {
-      showFailure(failure);
-    } finally {
-      ui.save.disabled = false;
-    }
-  });
-
-  load();
-})();
+load();

@@ -4,10 +4,11 @@
  * or style; text goes in as text). Each chip shows the upload's progress, then
  * "processing", then "ready" or the failure in the user's language, with a
  * remove button; a ready picture shows its thumbnail, served only to its owner.
- * Phrases go through gettext() from Django's JavaScriptCatalog, loaded first.
+ * Phrases go through gettext() from Django's JavaScriptCatalog, loaded first; a refusal or a failed
+ * reading shows the server's own sentence (the upload's error body, the file's `error_message`).
  *
  *   import { mountAttachments, renderFileChips } from "./attachments.js";
- *   const files = mountAttachments({ form, textarea, button, dropTarget, overlay, list, urls, csrfToken, limits,
+ *   const files = mountAttachments({ form, textarea, button, dropTarget, overlay, list, limits,
  *                                    pictureDialog });
  *   files.take([file]);             // attach files made on the page (a long paste as "pasted.txt")
  *   files.setConversation(id);      // when a chat opens (lists what waits in its composer)
@@ -16,40 +17,16 @@
  *   files.busy();                   // true while a file uploads or is being read
  *   files.sent();                   // after the send was accepted: the chips leave the composer
  *
- * `urls` holds the page's URL patterns with PLACEHOLDER where an id goes:
- * `attachments` (GET list), `attachmentUpload` (POST), `attachmentRemove` (POST),
- * `attachmentFile` (GET, the owner's file). `openConversation`, if given, is awaited
+ * The files' URLs and the CSRF token come from the page's transport (api.js). `openConversation`, if given, is awaited
  * when files are picked, dropped or pasted with no chat open; it opens one (setConversation).
  * `limits` (the server's: `maxBytes`, `maxFiles`, `extensions`) refuse a file before its upload
  * starts, naming the limit. Files upload one after another, so they stay in the order picked.
  * `pictureDialog` (a <dialog> holding an <img>) shows a picture large when its thumbnail is clicked.
  */
 
-export const PLACEHOLDER = "00000000-0000-0000-0000-000000000000";
+import { csrfToken, urlFor } from "./chat/api.js";
 
 const _ = (text) => (typeof window.gettext === "function" ? window.gettext(text) : text);
-
-/* Each refusal and failure code of a file, in the user's language. */
-export function describeError(code) {
-  const texts = {
-    file_too_large: _("The file is too large."),
-    unsupported_type: _("This kind of file cannot be attached."),
-    too_many_files: _("Too many files for one message."),
-    pdf_encrypted: _("The PDF is protected by a password."),
-    pdf_no_text: _("The PDF has no text to read (a scan?)."),
-    unreadable: _("The file could not be read."),
-    too_many_pixels: _("The picture is too large."),
-    extraction_timeout: _("Reading the file took too long."),
-    not_found: _("The file is gone."),
-    storage_full: _("Your files take all the room you may use. Remove files you no longer need."),
-    too_many_uploads: _("Too many files in one minute. Try again in a minute."),
-  };
-  return texts[code] || _("The file could not be attached.");
-}
-
-function withId(pattern, id) {
-  return pattern.replace(PLACEHOLDER, encodeURIComponent(id));
-}
 
 function formatSize(bytes) {
   if (bytes >= 1024 * 1024) {
@@ -68,11 +45,6 @@ function element(tag, className, text) {
     node.textContent = text;
   }
   return node;
-}
-
-function csrfFromCookie() {
-  const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
-  return match ? decodeURIComponent(match[1]) : "";
 }
 
 let pictureViewer = null; // the page's picture <dialog>, set by mountAttachments
@@ -113,11 +85,11 @@ function thumbnail(url, name) {
 
 /* Chips for the files of a sent message (client views from the API): each a link to its download,
  * and a picture's thumbnail, which shows it large. */
-export function renderFileChips(container, files, urls) {
+export function renderFileChips(container, files) {
   container.replaceChildren();
   for (const file of files || []) {
     const chip = element("span", "agent-file-chip agent-file-sent");
-    const url = withId(urls.attachmentFile, file.id);
+    const url = urlFor("file", file.id);
     if (file.is_picture && file.status === "ready") {
       chip.append(thumbnail(url, file.name));
     }
@@ -152,7 +124,7 @@ function interpolate(text, values) {
 }
 
 export function mountAttachments({
-  form, textarea, button, dropTarget, overlay, list, urls, csrfToken, onChange, openConversation, limits,
+  form, textarea, button, dropTarget, overlay, list, onChange, openConversation, limits,
   pictureDialog,
 }) {
   let conversation = null;
@@ -170,8 +142,7 @@ export function mountAttachments({
   input.type = "file";
   input.multiple = true;
   input.hidden = true;
-  input.accept = (bounds.extensions || [".txt", ".md", ".markdown", ".csv", ".json", ".pdf", ".png", ".jpg", ".jpeg",
-    ".webp", ".gif", ".xlsx"]).join(",");
+  input.accept = bounds.extensions.join(",");
   (form || list).append(input);
 
   const changed = () => {
@@ -186,7 +157,7 @@ export function mountAttachments({
     chip.replaceChildren();
     chip.dataset.status = state.status;
     if (state.view && state.view.is_picture && state.status === "ready") {
-      chip.append(thumbnail(withId(urls.attachmentFile, state.view.id), state.name));
+      chip.append(thumbnail(urlFor("file", state.view.id), state.name));
     }
     chip.append(element("span", "agent-file-name", state.name));
     if (state.size) {
@@ -201,7 +172,8 @@ export function mountAttachments({
     } else {
       const labels = { waiting: _("Waiting…"), pending: _("Reading…"), ready: _("Ready") };
       // the page's own reason (size, type, count), else a quota's words from the server, else the code's
-      const failure = state.reason || state.explained || describeError(state.error);
+      const failure = state.reason || state.explained || (state.view && state.view.error_message)
+        || _("The file could not be attached.");
       const text = state.status === "failed" ? failure : labels[state.status] || "";
       const status = element("span", "agent-file-status", text);
       status.setAttribute("role", state.status === "failed" ? "alert" : "status");
@@ -248,8 +220,8 @@ export function mountAttachments({
     }
     if (state.view) {
       state.removing = true; // a Send meanwhile must not name it: the server would refuse the whole message
-      const response = await fetch(withId(urls.attachmentRemove, state.view.id), {
-        method: "POST", credentials: "same-origin", headers: { "X-CSRFToken": csrfToken || csrfFromCookie() },
+      const response = await fetch(urlFor("unattach", state.view.id), {
+        method: "POST", credentials: "same-origin", headers: { "X-CSRFToken": csrfToken() },
       }).catch(() => null);
       if (!response || (!response.ok && response.status !== 404)) {
         state.removing = false;
@@ -301,8 +273,8 @@ export function mountAttachments({
     body.append("file", file, file.name);
     const xhr = new XMLHttpRequest();
     state.xhr = xhr;
-    xhr.open("POST", withId(urls.attachmentUpload, conversation));
-    xhr.setRequestHeader("X-CSRFToken", csrfToken || csrfFromCookie());
+    xhr.open("POST", urlFor("upload", conversation));
+    xhr.setRequestHeader("X-CSRFToken", csrfToken());
     xhr.responseType = "json";
     xhr.upload.addEventListener("progress", (event) => {
       if (event.lengthComputable) {
@@ -383,7 +355,7 @@ export function mountAttachments({
       return;
     }
     const asked = conversation;
-    const response = await fetch(withId(urls.attachments, asked), { credentials: "same-origin" });
+    const response = await fetch(urlFor("files", asked), { credentials: "same-origin" });
     if (!response.ok || asked !== conversation) {
       return;
     }

@@ -1,65 +1,25 @@
-/* The page's JSON API: URLs from the page's data attributes, CSRF, refusals as ApiError with a code.
+/* The chat page's JSON API: URLs from the page's config, and a session that ended announced on the bus.
  *
  * An ES module of the chat page (no build step, strict CSP: no inline script or style).
  */
 
-import { PLACEHOLDER, refusalText, root, SESSION_CODES } from "./page.js";
-import { signedOut } from "./composer.js";
+import { announce, config, PLACEHOLDER, SESSION_CODES } from "./page.js";
+import { ApiError, request } from "../http.js";
 
-export class ApiError extends Error {
-  constructor(code, fields, explained) {
-    super(code);
-    this.code = code;
-    this.fields = fields || null;
-    this.explained = explained || ""; // a limit's own words from the server: which, how much, until when
-  }
-}
+export { ApiError, csrfToken, errorText } from "../http.js";
 
 export function urlFor(name, id) {
-  const pattern = root.dataset["url" + name.charAt(0).toUpperCase() + name.slice(1)];
+  const pattern = config.urls[name];
   return id ? pattern.replace(PLACEHOLDER, encodeURIComponent(id)) : pattern;
 }
 
-export function csrfToken() {
-  const input = root.querySelector("input[name=csrfmiddlewaretoken]");
-  return input ? input.value : "";
-}
-
 export async function api(method, url, body) {
-  const options = { method: method, credentials: "same-origin", headers: { Accept: "application/json" } };
-  if (method === "POST") {
-    options.headers["Content-Type"] = "application/json";
-    options.headers["X-CSRFToken"] = csrfToken();
-    options.body = JSON.stringify(body || {});
-  }
-  let response;
   try {
-    response = await fetch(url, options);
-  } catch (error) {
-    throw new ApiError("network");
-  }
-  let data = null;
-  try {
-    data = await response.json();
-  } catch (error) {
-    data = null;
-  }
-  if (!response.ok) {
-    const failure = new ApiError((data && data.error) || "server", data && data.fields, data && data.message);
-    if (SESSION_CODES.has(failure.code)) {
-      signedOut(failure.code);
+    return await request(method, url, body);
+  } catch (failure) {
+    if (failure instanceof ApiError && SESSION_CODES.has(failure.code)) {
+      announce("signed-out", failure.code);
     }
     throw failure;
   }
-  return data;
-}
-
-export function errorText(error) {
-  if (error instanceof ApiError && error.code === "invalid" && error.fields) {
-    return Object.values(error.fields).flat().join(" ");
-  }
-  if (error instanceof ApiError && error.explained) {
-    return error.explained;
-  }
-  return refusalText(error instanceof ApiError ? error.code : "server");
 }

@@ -3,7 +3,7 @@
  * An ES module of the chat page (no build step, strict CSP: no inline script or style).
  */
 
-import { hideBanner, PAGE, PLACEHOLDER, refusalText, SESSION_CODES, showBanner, state, ui } from "./page.js";
+import { hideBanner, messageFor, PAGE, PLACEHOLDER, SESSION_CODES, showBanner, state, ui } from "./page.js";
 import { api, errorText, urlFor } from "./api.js";
 import { request, sendFrame } from "./socket.js";
 import { addMessages, catchUp, fillUp, resetMessages } from "./messages.js";
@@ -124,6 +124,17 @@ function emptyListText() {
     return gettext("No archived chats.");
   }
   return state.listMode === "search" ? gettext("No chats match your search.") : gettext("No chats yet.");
+}
+
+export function showNewChat(view) {
+  // A chat made for a message just sent: shown among the active chats.
+  if (state.listMode === "active") {
+    putChat(view, "top");
+  } else {
+    ui.search.value = "";
+    showList("active");
+  }
+  ui.listStatus.textContent = "";
 }
 
 export function showList(mode, query) {
@@ -309,7 +320,7 @@ export function chatGone(id) {
   state.chats.delete(id);
   if (state.current === id) {
     openChat(null, { replace: true });
-    showBanner(refusalText("not_found"));
+    showBanner(messageFor("not_found"));
   }
 }
 

@@ -7,9 +7,8 @@
  * An ES module of the chat page (no build step, strict CSP: no inline script or style).
  */
 
-import { root, refusalText, showBanner, state, ui } from "./page.js";
+import { announce, ask, config, messageFor, showBanner, state, ui } from "./page.js";
 import { api, errorText, urlFor } from "./api.js";
-import { openChat, putChat, refreshDetail, showList } from "./chats.js";
 import { bubble, catchUp, dropDraft, setActionsEnabled } from "./messages.js";
 
 export function signedOut(code) {
@@ -17,7 +16,7 @@ export function signedOut(code) {
     return;
   }
   state.signedOut = true;
-  showBanner(refusalText(code || "session_gone"), code !== "impersonated");
+  showBanner(messageFor(code || "session_gone"), code !== "impersonated");
   ui.connection.hidden = true;
   if (state.socket) {
     state.socket.close();
@@ -25,7 +24,7 @@ export function signedOut(code) {
   updateComposer();
 }
 
-export const HISTORY_CHARS = Number(root.dataset.historyChars) || 32000;
+const HISTORY_CHARS = config.history_chars;
 
 const COUNT_FROM = 0.8; // the counter shows from this share of the limit on
 
@@ -250,7 +249,7 @@ export function applyTurn(turnId, status) {
     }
     if (!state.turn || state.turn === turnId) {
       setTurn(null);
-      refreshDetail();
+      announce("detail-stale");
     }
     return;
   }
@@ -372,17 +371,11 @@ export async function send(queuedText) {
   try {
     if (!box.chat) {
       const created = await api("POST", urlFor("create"), {});
-      if (state.listMode === "active") {
-        putChat(created.conversation, "top");
-      } else {
-        ui.search.value = "";
-        showList("active"); // a new chat is shown among the active ones
-      }
-      ui.listStatus.textContent = "";
+      announce("chat-created", created.conversation);
       state.outboxes.delete(null);
       box.chat = created.conversation.id;
       state.outboxes.set(box.chat, box);
-      await openChat(box.chat, { push: true, fresh: true });
+      await ask("open-chat", box.chat, { push: true, fresh: true });
     }
     const files = !state.files ? [] : state.files.readyIds();
     const data = await api("POST", urlFor("send", box.chat), { text: text, attachment_ids: files });

@@ -9,9 +9,8 @@
  * An ES module of the chat page (no build step, strict CSP: no inline script or style).
  */
 
-import { SESSION_CODES, state } from "./page.js";
+import { announce, SESSION_CODES, state } from "./page.js";
 import { ApiError, urlFor } from "./api.js";
-import { signedOut } from "./composer.js";
 
 const ENDS_STREAM = new Set(["error", "ready", "conversation_gone"]); // the server ends the stream after these
 
@@ -78,7 +77,7 @@ export function openEvents(chat, after, onFrame, onLost) {
       open = null;
       const failure = new ApiError(await refusalOf(url));
       if (SESSION_CODES.has(failure.code)) {
-        signedOut(failure.code);
+        announce("signed-out", failure.code);
       }
       const retry = failure.code === "network" || failure.code === "server";
       if (stream.waiter) {

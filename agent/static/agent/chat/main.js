@@ -4,15 +4,39 @@
  */
 
 import { mountAttachments } from "../attachments.js";
-import { root, state, ui } from "./page.js";
-import { api, csrfToken, errorText, urlFor } from "./api.js";
+import { answer, config, on, state, ui } from "./page.js";
+import { api, errorText, urlFor } from "./api.js";
 import { connect } from "./socket.js";
 import {
-  archive, idFromLocation, loadChats, nearEnd, openChat, openDelete, openRename, putChat, remove, rename, restore, searchSoon,
-  showList,
+  archive, chatGone, idFromLocation, loadChats, nearEnd, openChat, openDelete, openRename, putChat, refreshDetail, remove,
+  rename, restore, searchSoon, showList, showNewChat, subscribe, touchChat,
 } from "./chats.js";
 import { loadOlder, refreshTimes } from "./messages.js";
-import { enterSends, send, stop, updateComposer } from "./composer.js";
+import {
+  applyTurn, claimOutbox, enterSends, send, showMessageActions, showOutbox, signedOut, stop, updateComposer,
+} from "./composer.js";
+import { caughtUp, handleFrame } from "./frames.js";
+
+// What the transport and the lower views announce, and who on the page acts on it.
+on("signed-out", signedOut);
+on("resubscribe", () => {
+  if (state.current) {
+    subscribe(state.current);
+  }
+});
+on("frame", handleFrame);
+on("caught-up", caughtUp);
+on("chat-gone", chatGone);
+on("chat-created", showNewChat);
+on("detail-stale", refreshDetail);
+on("messages-reset", showOutbox);
+on("messages-shown", showMessageActions);
+on("user-message-shown", (view) => {
+  touchChat(view);
+  claimOutbox(view);
+});
+on("turn-started", (turn) => applyTurn(turn.id, turn.status));
+answer("open-chat", openChat);
 
 ui.toggleSidebar.addEventListener("click", () => {
   const open = document.body.classList.toggle("sidebar-open");
@@ -77,11 +101,8 @@ async function openNewChat() {
 state.files = mountAttachments({
   form: ui.composer, textarea: ui.text, button: ui.attach, dropTarget: document.getElementById("chat"),
   overlay: document.getElementById("drop-overlay"), pictureDialog: document.getElementById("picture-dialog"),
-  list: ui.files, csrfToken: csrfToken(), onChange: () => updateComposer(), openConversation: openNewChat,
-  urls: { attachments: urlFor("files"), attachmentUpload: urlFor("upload"), attachmentRemove: urlFor("unattach"),
-          attachmentFile: urlFor("file") },
-  limits: { maxBytes: Number(root.dataset.maxFileBytes), maxFiles: Number(root.dataset.maxFiles),
-            extensions: (root.dataset.acceptedExtensions || "").split(",").filter(Boolean) },
+  list: ui.files, onChange: () => updateComposer(), openConversation: openNewChat,
+  limits: { maxBytes: config.max_file_bytes, maxFiles: config.max_files, extensions: config.accepted_extensions },
 });
 
 // On a phone the top bar's links and settings are in a menu; Escape or a click elsewhere closes it.
@@ -107,7 +128,7 @@ window.setInterval(refreshTimes, 60000);
 updateComposer();
 loadChats();
 connect();
-openChat(root.dataset.openConversation || null);
+openChat(config.open_conversation || null);
 
 // -- keyboard shortcuts, listed in the help dialog -------------------------------------------------
 

@@ -4,11 +4,9 @@
  * An ES module of the chat page (no build step, strict CSP: no inline script or style).
  */
 
-import { PAGE, state, ui } from "./page.js";
+import { announce, PAGE, state, ui } from "./page.js";
 import { api, errorText, urlFor } from "./api.js";
-import { touchChat } from "./chats.js";
 import { cardElement, setCardStatus } from "./cards.js";
-import { applyTurn, claimOutbox, showMessageActions, showOutbox } from "./composer.js";
 import { renderFileChips } from "../attachments.js";
 
 export function resetMessages() {
@@ -23,7 +21,7 @@ export function resetMessages() {
   ui.log.replaceChildren();
   ui.olderStatus.textContent = "";
   ui.emptyState.hidden = false;
-  showOutbox();
+  announce("messages-reset");
 }
 
 function atBottom() {
@@ -33,7 +31,7 @@ function atBottom() {
 export function addMessages(views, options) {
   const stick = options && options.older ? false : atBottom();
   views.forEach((view) => addMessage(view));
-  showMessageActions();
+  announce("messages-shown");
   if (stick || (options && options.scrollDown)) {
     ui.scroller.scrollTop = ui.scroller.scrollHeight;
   }
@@ -72,8 +70,7 @@ function addMessage(view) {
   insertInOrder(element, view.seq);
   ui.emptyState.hidden = true;
   if (view.role === "user") {
-    touchChat(view);
-    claimOutbox(view);
+    announce("user-message-shown", view);
   }
 }
 
@@ -177,7 +174,7 @@ function messageElement(view) {
   if (view.files && view.files.length) {
     const files = document.createElement("div");
     files.className = "msg-files";
-    renderFileChips(files, view.files, { attachmentFile: urlFor("file") });
+    renderFileChips(files, view.files);
     element.append(files);
   }
   element.append(timeElement(view.created_at));
@@ -448,7 +445,7 @@ async function regenerate(view) {
   const chat = state.current;
   try {
     const data = await api("POST", urlFor("regenerate", chat), { message: view.id });
-    applyTurn(data.turn.id, data.turn.status);
+    announce("turn-started", data.turn);
     await reloadLine(chat);
   } catch (error) {
     ui.composerError.textContent = errorText(error);
@@ -510,7 +507,7 @@ function openEditor(element, view) {
     save.disabled = true;
     try {
       const data = await api("POST", urlFor("edit", chat), { message: view.id, text: box.value });
-      applyTurn(data.turn.id, data.turn.status);
+      announce("turn-started", data.turn);
       close();
       await reloadLine(chat);
     } catch (failure) {

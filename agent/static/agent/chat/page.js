@@ -1,17 +1,19 @@
-/* The chat page's shared parts: its root element, the elements it works with, its state, and banners.
+/* The chat page's shared parts: its config, the elements it works with, its state, and banners.
  *
  * An ES module of the chat page (no build step, strict CSP: no inline script or style).
  */
 
-export const root = document.getElementById("agent-app");
+/* Every fact the page needs from the server (its limits, codes, URLs and sentences), in one JSON
+ * script element the chat view renders. */
+export const config = JSON.parse(document.getElementById("agent-config").textContent);
 
-export const PLACEHOLDER = "00000000-0000-0000-0000-000000000000";
+export const PLACEHOLDER = config.placeholder;
 
-export const PAGE = Number(root.dataset.pageSize) || 50;
+export const PAGE = config.messages_page;
 
-export const SESSION_CODES = new Set(["session_gone", "mismatch", "inactive", "impersonated"]);
+export const SESSION_CODES = new Set(config.session_codes);
 
-export const CLOSE_SESSION_ENDED = 4401;
+export const CLOSE_SESSION_ENDED = config.close_codes.session_ended;
 
 const $ = (id) => document.getElementById(id);
 
@@ -90,36 +92,38 @@ export const state = {
   pending: new Map(), // frame ref -> {resolve, reject}
 };
 
-export function refusalText(code) {
-  const texts = {
-    busy: gettext("The assistant is still working in this chat. Wait for it to finish or press Stop."),
-    too_many_turns: gettext("You have too many turns running at once. Wait for one to finish."),
-    endpoint_not_configured: gettext("No model is configured for the assistant yet. Ask the site's staff."),
-    budget_exceeded: gettext("The assistant's spending limit for today was reached. Try again later."),
-    off_purpose_blocked: gettext("The assistant is paused for you for a while. Try again later."),
-    forbidden: gettext("You may not use the assistant."),
-    not_found: gettext("This chat is no longer there."),
-    expired: gettext("This request expired before it was decided."),
-    not_waiting: gettext("This request was already decided."),
-    impersonated: gettext("The assistant is not available while you act as another user."),
-    network: gettext("The server could not be reached. Check your connection and try again."),
-    csrf_failed: gettext("This page is out of date. Reload it and try again."),
-    too_large: gettext("This is too much to send at once."),
-    too_many_chats: gettext("You started too many chats in one minute. Try again in a minute."),
-    too_many_uploads: gettext("Too many files in one minute. Try again in a minute."),
-    storage_full: gettext("Your files take all the room you may use. Remove files you no longer need."),
-  };
-  if (SESSION_CODES.has(code) && code !== "impersonated") {
-    return gettext("You were signed out. Sign in again to go on.");
-  }
-  return texts[code] || gettext("Something went wrong. Try again.");
+/* A page situation's sentence, in the user's language, as the server words its refusals. */
+export function messageFor(code) {
+  return config.messages[code] || gettext("Something went wrong. Try again.");
+}
+
+/* The page's bus. Transport (api, socket, event stream) and the lower views announce what happened
+ * and never import the views above them; main.js wires who listens (`on`) and who answers a question
+ * a view asks (`answer`, `ask`), so every module imports only downward. */
+const bus = new EventTarget();
+const answers = new Map();
+
+export function announce(name, detail) {
+  bus.dispatchEvent(new CustomEvent(name, { detail: detail }));
+}
+
+export function on(name, listener) {
+  bus.addEventListener(name, (event) => listener(event.detail));
+}
+
+export function answer(name, responder) {
+  answers.set(name, responder);
+}
+
+export function ask(name, ...args) {
+  return answers.get(name)(...args);
 }
 
 export function showBanner(text, withLogin) {
   ui.banner.replaceChildren(document.createTextNode(text));
   if (withLogin) {
     const link = document.createElement("a");
-    link.href = root.dataset.loginUrl + "?next=" + encodeURIComponent(location.pathname);
+    link.href = config.login_url + "?next=" + encodeURIComponent(location.pathname);
     link.textContent = gettext("Sign in");
     ui.banner.append(" ", link);
   }

@@ -4,16 +4,14 @@
  * open within five seconds, as behind a proxy that blocks websockets) the open chat's events come over
  * the event stream instead (eventstream.js), and the websocket is tried again in the background; once
  * it is ready the page goes back to it. Each switch subscribes again from the last message shown, so
- * nothing is lost or shown twice. Writes go over HTTP either way.
+ * nothing is lost or shown twice. Writes go over HTTP either way. What the frames say is announced on
+ * the page's bus ("frame", "resubscribe", "caught-up", "chat-gone", "signed-out"); frames.js reads them.
  *
  * An ES module of the chat page (no build step, strict CSP: no inline script or style).
  */
 
-import { CLOSE_SESSION_ENDED, refusalText, root, SESSION_CODES, setConnection, showBanner, state } from "./page.js";
+import { announce, CLOSE_SESSION_ENDED, config, setConnection, state } from "./page.js";
 import { ApiError } from "./api.js";
-import { chatGone, putChat, refreshDetail, showHeader, subscribe } from "./chats.js";
-import { addMessages, dropDraft, reloadLine, showDraft } from "./messages.js";
-import { applyTurn, signedOut } from "./composer.js";
 import { closeEvents, eventsChat, openEvents } from "./eventstream.js";
 
 const OPEN_WITHIN_MS = 5000; // a websocket not open by then counts as blocked
@@ -27,7 +25,7 @@ export function connect() {
     return;
   }
   const scheme = location.protocol === "https:" ? "wss://" : "ws://";
-  const socket = new WebSocket(scheme + location.host + root.dataset.websocketPath);
+  const socket = new WebSocket(scheme + location.host + config.websocket_path);
   const trial = link.fallback; // tried in the background while the event stream serves the page
   let opened = false;
   if (!trial) {
@@ -73,7 +71,7 @@ export function connect() {
     state.pending.forEach((waiter) => waiter.reject(new ApiError("network")));
     state.pending.clear();
     if (event.code === CLOSE_SESSION_ENDED) {
-      signedOut("session_gone");
+      announce("signed-out", "session_gone");
       return;
     }
     if (state.signedOut) {
@@ -97,9 +95,7 @@ function fallBack() {
   state.attempts = 0;
   setConnection("");
   tryAgainLater();
-  if (state.current) {
-    subscribe(state.current);
-  }
+  announce("resubscribe");
 }
 
 function backToSocket(socket) {
@@ -161,11 +157,7 @@ function onStreamFrame(frame) {
     return;
   }
   if (frame.type === "subscribed") {
-    // The browser opened the stream again on its own and resumed after the last message it had.
-    if (frame.conversation === state.current) {
-      addMessages(frame.messages);
-      refreshDetail();
-    }
+    announce("caught-up", frame); // the browser opened the stream again on its own, after the last message it had
     return;
   }
   onFrame(frame);
@@ -177,11 +169,11 @@ function onStreamLost(chat, error) {
     return;
   }
   if (error.code === "not_found") {
-    chatGone(chat);
+    announce("chat-gone", chat);
   } else if (error.code === "network" || error.code === "server") {
     window.setTimeout(() => {
       if (link.fallback && chat === state.current && !eventsChat()) {
-        subscribe(chat);
+        announce("resubscribe");
       }
     }, 2000 + Math.random() * 3000);
   }
@@ -198,56 +190,12 @@ function onFrame(frame) {
     }
     return;
   }
-  switch (frame.type) {
-    case "ready":
-      state.ready = true;
-      state.attempts = 0;
-      setConnection("");
-      if (state.current) {
-        subscribe(state.current);
-      }
-      break;
-    case "message":
-      addMessages([frame.message]);
-      break;
-    case "delta":
-      showDraft(frame);
-      break;
-    case "turn":
-      if (frame.conversation === state.current) {
-        if (frame.status === "ended") {
-          dropDraft(frame.turn);
-        }
-        applyTurn(frame.turn, frame.status);
-      }
-      break;
-    case "conversation":
-      putChat(frame.conversation);
-      if (frame.conversation.id === state.current) {
-        showHeader(frame.conversation);
-      }
-      break;
-    case "line_changed":
-      if (frame.conversation === state.current) {
-        reloadLine(frame.conversation).catch(() => {}); // a failed read is mended by the next event or resync
-      }
-      break;
-    case "attachment":
-      if (frame.conversation === state.current && state.files) {
-        state.files.refresh();
-      }
-      break;
-    case "conversation_gone":
-      chatGone(frame.conversation);
-      break;
-    case "error":
-      if (SESSION_CODES.has(frame.error)) {
-        signedOut(frame.error);
-      } else if (frame.error === "forbidden") {
-        showBanner(refusalText("forbidden"));
-      }
-      break;
-    default:
-      break;
+  if (frame.type === "ready") {
+    state.ready = true;
+    state.attempts = 0;
+    setConnection("");
+    announce("resubscribe");
+    return;
   }
+  announce("frame", frame);
 }
