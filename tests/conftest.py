@@ -6,31 +6,17 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
-from django.contrib.auth.models import Permission
 from django.test import Client
 
 from agent.access import Scope, SessionRef, authorize_session
 from agent.conversations import create_conversation
 from agent.models import AgentSettings, Conversation, Endpoint
 from agent.tools import agent_tool, registry
+from tests.support.sessions import grant, login
+from tests.support.workers import thread_worker
 
 from .factories import UserFactory
 from .model_server import ScriptedModelServer
-
-
-def grant(user: Any, *codenames: str) -> Any:
-    """Give ``user`` permissions by ``app_label.codename`` and return a fresh copy."""
-    for name in codenames:
-        app_label, codename = name.split(".")
-        user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
-    return type(user).objects.get(pk=user.pk)
-
-
-def login(user: Any) -> tuple[Client, SessionRef]:
-    """A real login through Django's session engine: the client and its session ref."""
-    client = Client()
-    client.force_login(user)
-    return client, SessionRef(session_key=client.session.session_key, user_id=user.pk)
 
 
 @pytest.fixture
@@ -110,6 +96,20 @@ def endpoint(db: Any, model_server: ScriptedModelServer) -> Endpoint:
     return row
 
 
+@pytest.fixture(scope="module")
+def worker(django_db_setup: Any, django_db_blocker: Any) -> Iterator[Any]:
+    """A Celery worker (two threads) on the test queue, for one module's tests."""
+    from django.conf import settings
+
+    from tests.celery_app import app
+
+    with django_db_blocker.unblock():
+        with app.connection_for_write() as conn:  # turns queued by earlier tests, for rows long gone
+            conn.default_channel.queue_purge(settings.CELERY_TASK_DEFAULT_QUEUE)
+        with thread_worker() as started:
+            yield started
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _empty_test_queue() -> None:
     """Turns queued by earlier runs must not reach this run's workers."""
@@ -146,10 +146,18 @@ NOT_POOLED = (
 DATABASE_FIXTURES = {"db", "transactional_db", "django_db_setup"}
 
 
+SERIAL = ("browser", "faults", "hosts", "install")
+"""Markers of the tests that must not run beside each other: they kill workers, restart Redis, start whole
+stacks of processes, or time what a loaded machine does. Under ``--dist loadgroup`` they all go to one worker."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config: Any, items: list[pytest.Item]) -> None:
-    """Mark ``pooled`` the tests under ``POOLED`` that touch the database."""
+    """Mark ``pooled`` the tests under ``POOLED`` that touch the database, and put the ``SERIAL`` ones in a group."""
     tests = Path(__file__).resolve().parent
     for item in items:
+        if any(item.get_closest_marker(name) for name in SERIAL):
+            item.add_marker(pytest.mark.xdist_group("serial"))
         where = f"{item.path.resolve().relative_to(tests).as_posix()}::{item.name}"
         touches = item.get_closest_marker("django_db") or DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))
         if where.startswith(POOLED) and not where.startswith(NOT_POOLED) and touches:

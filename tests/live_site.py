@@ -20,15 +20,9 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable
 
-T = TypeVar("T")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+from tests.support.waiting import free_port, wait_until  # noqa: F401  (the live-site tests' names)
 
 
 def log_tail(path: Path, lines: int = 40) -> str:
@@ -47,18 +41,6 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], log: Path, timeou
         except OSError:
             time.sleep(0.2)
     raise AssertionError(f"nothing listens on port {port} after {timeout} s:\n{log_tail(log)}")
-
-
-def wait_until(probe: Callable[[], T | None], timeout: float, what: str) -> T:
-    """Poll ``probe`` until it returns something truthy, for at most ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.3)
 
 
 def start(args: list[str], *, log: Path, **popen: Any) -> subprocess.Popen[bytes]:

@@ -2,16 +2,43 @@
 
 Standalone (it does not import the demo site's settings), so the tests see the
 app as any host site would. Two suites can run side by side with their own
-``DATABASE_URL``, ``REDIS_URL``, ``CELERY_BROKER_URL`` and ``AGENT_TEST_QUEUE``.
+``DATABASE_URL``, ``REDIS_URL``, ``CELERY_BROKER_URL`` and ``AGENT_TEST_QUEUE``
+(under pytest-xdist, each worker its own numbers from these: ``_own_worker_numbers``).
 """
 
+import json
 import os
+from urllib.parse import urlsplit, urlunsplit
 
 import environ
 
 from agent.layers import redis_channel_layer
+from agent.schedule import BEAT_SCHEDULE
 
 env = environ.Env()
+
+
+def _own_worker_numbers() -> None:
+    """Under pytest-xdist, worker ``gwN`` takes Redis databases base + N and a queue and media folder of its own.
+
+    The environment still names the bases, so a run of W workers owns the layer's databases base to
+    base + W - 1 and the broker's likewise (the two never share a key). The derived values are written back
+    to the environment, so the processes a test starts (daphne, workers) inherit them instead of deriving again.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not worker or os.environ.get("AGENT_TEST_WORKER") == worker:
+        return
+    number = int(worker.removeprefix("gw"))
+    for name, default in (("REDIS_URL", "redis://127.0.0.1:6379/5"), ("CELERY_BROKER_URL", "redis://127.0.0.1:6379/6")):
+        url = urlsplit(env.str(name, default=default))
+        os.environ[name] = urlunsplit(url._replace(path=f"/{int(url.path.lstrip('/') or 0) + number}"))
+    os.environ["AGENT_TEST_QUEUE"] = f"{env.str('AGENT_TEST_QUEUE', default='agent-tests')}-{worker}"
+    media_root = env.str("AGENT_TEST_MEDIA_ROOT", default="/tmp/agent-tests-media")
+    os.environ["AGENT_TEST_MEDIA_ROOT"] = f"{media_root}-{worker}"
+    os.environ["AGENT_TEST_WORKER"] = worker
+
+
+_own_worker_numbers()
 
 DEBUG = False
 SECRET_KEY = "tests-only-secret"
@@ -66,10 +93,7 @@ CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="redis://127.0.0.1:6379
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_DEFAULT_QUEUE = test_queue  # and anything else sent here stays on this run's queue too
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # as the README's: a worker holds no turn it cannot start
-CELERY_BEAT_SCHEDULE = {
-    "agent-sweep-turns": {"task": "agent.sweep_turns", "schedule": 10.0},
-    "agent-purge": {"task": "agent.purge_chats", "schedule": 24 * 3600.0},
-}
+CELERY_BEAT_SCHEDULE = BEAT_SCHEDULE
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 LOGIN_URL = "login"
@@ -83,3 +107,5 @@ STATIC_URL = "static/"
 MEDIA_ROOT = env.str("AGENT_TEST_MEDIA_ROOT", default="/tmp/agent-tests-media")  # never the source tree
 
 AGENT = {"SESSION_WRITE_MODULES": ["notes"], "MODEL_MAX_RETRIES": 0, "LOGOUT_URL": "logout", "TASK_QUEUE": test_queue}
+# A test that starts the site in a process of its own (daphne for the browser) gives it settings there
+AGENT.update(json.loads(os.environ.get("AGENT_TEST_SETTINGS") or "{}"))

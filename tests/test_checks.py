@@ -32,8 +32,8 @@ from agent.checks import (
     check_session_write_modules,
     check_websocket_route,
 )
-from agent.consumers import AgentConsumer
 from agent.routing import websocket_urlpatterns
+from agent.web.consumers import AgentConsumer
 
 
 def ids_for(agent: Any) -> list[str]:
@@ -141,6 +141,33 @@ def test_e010_api_key_env_prefix_that_is_empty_or_not_a_string(value: Any) -> No
 
 def test_an_api_key_env_prefix_of_the_sites_own_passes() -> None:
     assert ids_for(agent_with(API_KEY_ENV_PREFIX="SITE_MODEL_")) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("CAPTURE_CONTENT", "yes"),
+        ("TASK_QUEUE", ""),
+        ("ATTACHMENT_STORAGE", None),
+        ("LOGOUT_URL", 5),
+        ("ACCEPTED_TYPES", ["text/plain", "application/x-msdownload"]),
+        ("ACCEPTED_TYPES", "text/plain"),
+    ],
+    ids=repr,
+)
+def test_e018_a_flag_name_or_list_of_types_of_the_wrong_shape(name: str, value: Any) -> None:
+    assert ids_for(agent_with(**{name: value})) == ["agent.E018"]
+
+
+@pytest.mark.parametrize("name", ["EXTRACTION_TIMEOUT_S", "PICTURE_MAX_PX", "UNLINKED_FILES_MAX_AGE_S"])
+def test_every_setting_is_checked_by_its_own_rule(name: str) -> None:
+    """Settings once left out of the checks' hand-kept lists are checked too: each names its rule."""
+    assert ids_for(agent_with(**{name: 0})) == ["agent.E003"]
+
+
+def test_a_setting_that_follows_another_is_checked_only_when_set() -> None:
+    assert ids_for(agent_with(HISTORY_CHARS=0)) == ["agent.E003"]  # not again for ATTACHMENT_TEXT_CHARS
+    assert ids_for(agent_with(ATTACHMENT_TEXT_CHARS=0)) == ["agent.E003"]
 
 
 @pytest.mark.parametrize("value", [None, 90])

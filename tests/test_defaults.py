@@ -1,4 +1,4 @@
-"""The documented defaults of every setting, and the beat schedule a site copies from the docs."""
+"""The documented defaults of every setting, and the beat schedule a site imports."""
 
 import pytest
 from django.test import override_settings
@@ -52,3 +52,16 @@ def test_the_quotas_and_the_body_limit_have_their_defaults():
         assert agent_settings.MAX_STORED_BYTES_PER_USER == 500 * 1024 * 1024
         assert (agent_settings.NEW_CHATS_PER_MINUTE, agent_settings.UPLOADS_PER_MINUTE) == (20, 30)
         assert agent_settings.MAX_REQUEST_BYTES is None  # the body limit then follows MAX_FILE_BYTES
+
+
+def test_the_beat_schedule_sends_every_periodic_task_of_the_app_and_the_sites_use_it():
+    from celery import current_app
+    from django.conf import settings
+
+    from agent import tasks  # noqa: F401  (registers the tasks)
+    from agent.schedule import BEAT_SCHEDULE
+
+    sent = {entry["task"] for entry in BEAT_SCHEDULE.values()}
+    assert sent == {"agent.sweep_turns", "agent.purge_chats", "agent.purge_attachments"}
+    assert sent <= set(current_app.tasks)
+    assert settings.CELERY_BEAT_SCHEDULE is BEAT_SCHEDULE  # the tests' site keeps no copy of its own

@@ -27,7 +27,7 @@ SHOW_TITLES = """
 import django
 django.setup()
 from django.utils import translation
-from agent.rendering import card_fields, tool_title
+from agent.web.rendering import card_fields, tool_title
 for lang in ("ru", "et"):
     with translation.override(lang):
         print(tool_title("notes_create"), card_fields("notes_create", {"title": "x"})[0]["label"])

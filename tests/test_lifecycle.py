@@ -75,5 +75,8 @@ def test_the_beat_schedule_runs_the_sweep_every_ten_seconds_and_the_purge_daily(
     from tests.celery_app import app
 
     schedule = {entry["task"]: entry["schedule"] for entry in settings.CELERY_BEAT_SCHEDULE.values()}
-    assert schedule["agent.sweep_turns"] == 10.0 and schedule["agent.purge_chats"] == 24 * 3600.0
+    assert schedule["agent.sweep_turns"] == 10.0
+    for purge in ("agent.purge_chats", "agent.purge_attachments"):  # nightly: once a day, at a fixed hour
+        nightly = schedule[purge]
+        assert len(nightly.hour) == len(nightly.minute) == 1 and len(nightly.day_of_week) == 7
     assert {"agent.sweep_turns", "agent.purge_chats"} <= set(app.tasks)

@@ -15,9 +15,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from agent import errors
-from agent.access import Columns, authorize_session, authorize_with, slot
-from tests.conftest import login
+from agent.access import authorize_session, authorize_with
+from agent.statements import Columns, slot
 from tests.factories import UserFactory
+from tests.support.sessions import login
 
 pytestmark = pytest.mark.django_db
 

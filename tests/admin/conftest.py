@@ -24,10 +24,3 @@ def staff_with(make_user: Any) -> Callable[..., Client]:
 def staff(staff_with: Callable[..., Client]) -> Client:
     """Staff with ``agent.manage_agent`` alone."""
     return staff_with()
-
-
-def listing(client: Client, url: str, **params: Any) -> tuple[int, int | None]:
-    """A list page's answer to a query string: its status and, when it shows rows, how many."""
-    response = client.get(url, params)
-    changelist = (getattr(response, "context", None) or {}).get("cl") if response.status_code == 200 else None
-    return response.status_code, (changelist.result_count if changelist is not None else None)

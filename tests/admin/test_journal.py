@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from agent import admin as staff_pages
+from agent.admin import reports
 from agent.models import AIRequest, Conversation, Endpoint, Message
 from tests.factories import ConversationFactory
 
@@ -58,7 +58,7 @@ def test_the_export_reads_the_journal_a_page_at_a_time_after_the_last_row(
     rows = [journal(user, model=f"m{n}") for n in range(5)]
     same = timezone.now() - timedelta(minutes=1)
     AIRequest.objects.filter(pk__in=[r.pk for r in rows[:3]]).update(created_at=same)
-    monkeypatch.setattr(staff_pages, "JOURNAL_PAGE", 2)
+    monkeypatch.setattr(reports, "JOURNAL_PAGE", 2)
     # when exported
     with CaptureQueriesContext(connection) as queries:
         exported = export(staff)

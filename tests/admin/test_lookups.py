@@ -10,11 +10,10 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils import timezone
 
-from agent.admin import DeclaredLookupsOnly
+from agent.admin.permissions import DeclaredLookupsOnly
 from agent.models import Confirmation, Endpoint, OffPurposeFlag, Turn
 from tests.factories import ConversationFactory
-
-from .conftest import listing
+from tests.support.admin import listing
 
 pytestmark = pytest.mark.django_db
 LIST = "admin:agent_{}_changelist"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from decimal import Decimal
 from typing import Any
 
@@ -15,6 +14,7 @@ from agent.ai import AIError, complete
 from agent.ai.client import _client_for
 from agent.models import AIRequest, Endpoint
 from tests.model_server import answer, error
+from tests.support.waiting import free_port
 
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}]
 PROVIDER_TEXT = "PROVIDER-SAYS-account-4711-is-overdrawn"
@@ -32,12 +32,6 @@ def row_text(row: AIRequest) -> str:
 def authorization(headers: dict[str, str]) -> str | None:
     """The Authorization header as received (HTTP header names are case-insensitive)."""
     return {k.lower(): v for k, v in headers.items()}.get("authorization")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_success_writes_one_journal_row_before_returning(endpoint, model_server, user):

@@ -16,7 +16,7 @@ from agent.access import SessionRef
 from agent.conversations import create_conversation
 from agent.errors import Blocked, BudgetExceeded, TooManyTurns
 from agent.models import AIRequest, Conversation, OffPurposeFlag, Turn, UserSettings
-from tests.turns.conftest import agent_conf
+from tests.support.turns import agent_conf
 
 pytestmark = pytest.mark.django_db
 

@@ -16,7 +16,7 @@ from agent import assistant
 from agent.access import SessionRef
 from agent.errors import Forbidden, Impersonated, Mismatch, SessionGone
 from agent.models import AgentSettings, AIRequest, Endpoint, Turn, UserSettings
-from tests.conftest import login
+from tests.support.sessions import login
 
 pytestmark = pytest.mark.django_db
 
@@ -184,7 +184,7 @@ def test_the_panel_shows_each_quota_used_against_its_cap(
         "UPLOADS_PER_MINUTE": 5,
     }
     from agent.attachments.api import add_attachment
-    from tests.attachments.conftest import upload
+    from tests.support.files import upload
 
     add_attachment(ref, chat.pk, upload("a.txt", b"x" * 600), impersonated=False)
     # when
@@ -213,7 +213,7 @@ def test_the_api_reads_and_writes_with_csrf(user: Any, endpoint: Any) -> None:
     url = reverse("agent:assistant_api")
     assert client.get(url).json()["models"]["chat"]["source"] == "default"
     refused = client.post(url, json.dumps({"instructions": "x"}), content_type="application/json")
-    assert (refused.status_code, refused.json()) == (403, {"error": "csrf_failed"})
+    assert (refused.status_code, refused.json()["error"]) == (403, "csrf_failed")
     page = client.get(reverse("agent:assistant"))
     token = page.cookies["csrftoken"].value
     saved = client.post(
@@ -244,3 +244,11 @@ def test_the_page_loads_its_script_under_the_strict_policy(user: Any, endpoint: 
     assert "script-src 'self'" in response["Content-Security-Policy"]
     assert "<script>" not in body and "style=" not in body
     assert Client().get(reverse("agent:assistant")).status_code == 302  # signed out: to the login page
+
+
+def test_a_site_s_own_instructions_limit_is_the_only_one(ref: SessionRef, user: Any, settings: Any) -> None:
+    settings.AGENT = {**settings.AGENT, "MAX_INSTRUCTIONS_CHARS": 6000}
+    assistant.update(ref, {"instructions": "y" * 6000}, impersonated=False)
+    assert UserSettings.objects.get(user=user).instructions == "y" * 6000
+    with pytest.raises(ValidationError):
+        assistant.update(ref, {"instructions": "y" * 6001}, impersonated=False)

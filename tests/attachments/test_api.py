@@ -9,15 +9,15 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import TemporaryUploadedFile
+from django.utils import translation
 
 from agent import attachments, errors
 from agent.access import SessionRef
 from agent.conversations import append_message, create_conversation, delete_conversation, message_files
 from agent.models import Attachment, Message
-from tests.conftest import login
-from tests.turns.conftest import agent_conf
-
-from .conftest import pdf_bytes, picture_bytes, ready, stored_files, upload, xlsx_bytes
+from tests.support.files import pdf_bytes, picture_bytes, ready, stored_files, upload, xlsx_bytes
+from tests.support.sessions import login
+from tests.support.turns import agent_conf
 
 pytestmark = pytest.mark.django_db
 
@@ -258,9 +258,20 @@ def test_a_client_never_sees_the_text(ref: SessionRef, chat: Any) -> None:
         "content_type": "text/plain",
         "status": "ready",
         "error_code": None,
+        "error_message": None,
         "is_picture": False,
     }
     assert "secret" not in str(view)
+
+
+def test_a_file_that_could_not_be_read_says_why_in_the_active_language(ref: SessionRef, chat: Any) -> None:
+    attachment = add(ref, chat)
+    Attachment.objects.filter(pk=attachment.pk).update(status=Attachment.Status.FAILED, error_code="pdf_encrypted")
+    attachment.refresh_from_db()
+    assert attachments.client_view(attachment)["error_message"] == "The PDF is protected by a password."
+    with translation.override("ru"):
+        in_russian = attachments.client_view(attachment)["error_message"]
+    assert in_russian and in_russian != "The PDF is protected by a password."
 
 
 # -- the turn's files ------------------------------------------------------------

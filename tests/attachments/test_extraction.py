@@ -19,9 +19,16 @@ from agent.access import SessionRef
 from agent.events import topic
 from agent.models import Attachment
 from agent.tasks import process_attachment
-from tests.turns.conftest import agent_conf
-
-from .conftest import pdf_bytes, picture_bytes, png_claiming, stored_files, upload, xlsx_bytes, xlsx_with_sheet_xml
+from tests.support.files import (
+    pdf_bytes,
+    picture_bytes,
+    png_claiming,
+    stored_files,
+    upload,
+    xlsx_bytes,
+    xlsx_with_sheet_xml,
+)
+from tests.support.turns import agent_conf
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -16,14 +16,14 @@ from django.test.utils import CaptureQueriesContext
 from agent import attachments
 from agent.access import SessionRef
 from agent.ai import AIError
+from agent.ai.providers import OpenAICompatible
 from agent.attachments import pictures
 from agent.conversations import append_message
 from agent.events import topic
 from agent.models import Attachment, Endpoint
 from agent.turns import history
-from tests.turns.conftest import agent_conf
-
-from .conftest import picture_bytes, ready, upload
+from tests.support.files import picture_bytes, ready, upload
+from tests.support.turns import agent_conf
 
 pytestmark = pytest.mark.django_db
 
@@ -142,9 +142,10 @@ def test_with_pictures_replaces_only_the_turns_own_entry() -> None:
 
 
 def test_only_a_refused_request_is_retried_without_pictures() -> None:
-    assert all(pictures.refused_pictures(AIError("api_error", status)) for status in (400, 413, 415, 422))
-    assert not any(pictures.refused_pictures(AIError("api_error", status)) for status in (404, 500, 502))
-    assert not pictures.refused_pictures(AIError("model_not_found", 404))
+    adapter = OpenAICompatible(Endpoint())
+    assert all(adapter.refused_pictures(AIError("api_error", status)) for status in (400, 413, 415, 422))
+    assert not any(adapter.refused_pictures(AIError("api_error", status)) for status in (404, 500, 502))
+    assert not adapter.refused_pictures(AIError("model_not_found", 404))
     assert not pictures.sees_pictures(Endpoint(supports_images=False)) and not pictures.sees_pictures(None)
     assert pictures.sees_pictures(Endpoint(supports_images=True))
 

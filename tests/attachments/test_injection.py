@@ -7,12 +7,11 @@ import pytest
 
 from agent import conversations, turns
 from agent.models import Confirmation, Message, OffPurposeFlag
-from agent.rendering import render_markdown
 from agent.tasks import run_turn
+from agent.web.rendering import render_markdown
 from tests.model_server import answer, off_purpose, tool_calls
 from tests.notes.models import Note
-
-from .test_turn import read_file
+from tests.support.files import read_file
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

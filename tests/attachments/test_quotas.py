@@ -14,10 +14,9 @@ from agent.access import SessionRef
 from agent.attachments.api import add_attachment
 from agent.errors import StorageFull, TooManyUploads
 from agent.models import Attachment
-from tests.conversations.test_races import at_once
-
-from .conftest import stored_files, upload
-from .test_views import csrf_client, post_file
+from tests.support.files import post_file, stored_files, upload
+from tests.support.races import at_once
+from tests.support.sessions import csrf_client
 
 pytestmark = pytest.mark.django_db
 

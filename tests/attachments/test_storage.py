@@ -17,10 +17,9 @@ from agent import attachments
 from agent.attachments.downloads import StoredFileResponse, Window, requested_range
 from agent.models import Attachment
 from agent.tasks import process_attachment
-from tests.conftest import login
-from tests.turns.conftest import agent_conf
-
-from .conftest import pdf_bytes, ready, stored_files, upload
+from tests.support.files import pdf_bytes, ready, stored_files, upload
+from tests.support.sessions import login
+from tests.support.turns import agent_conf
 
 pytestmark = pytest.mark.django_db
 
@@ -160,7 +159,7 @@ def test_a_stored_file_the_storage_cannot_read_is_404_and_logged_by_ids(
         row = ready(attachments.add_attachment(ref, chat.pk, upload("secret-plan.txt", b"x" * 10), impersonated=False))
         with caplog.at_level(logging.WARNING, logger="agent"):
             response = get(client, row)
-    assert response.status_code == 404 and response.json() == {"error": "not_found"}
+    assert response.status_code == 404 and response.json()["error"] == "not_found"
     assert str(row.pk) in caplog.text and "StorageDown" in caplog.text
     assert "secret-plan" not in caplog.text and row.file.name not in caplog.text
 

@@ -15,25 +15,14 @@ from django.db.models.signals import post_save
 from django.utils import timezone
 
 from agent import turns
-from agent.attachments import add_attachment
 from agent.errors import NotFound
 from agent.models import AIRequest, Attachment, Lock, Message, Turn
-from agent.tasks import process_attachment, run_turn
+from agent.tasks import run_turn
 from agent.turns import locks
 from tests.model_server import answer, error
-
-from .conftest import picture_bytes, upload
+from tests.support.files import picture_bytes, read_file
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def read_file(ref: Any, chat: Any, name: str, data: bytes) -> Attachment:
-    """A file uploaded and read, as the composer and ``agent.process_attachment`` do it."""
-    attachment = add_attachment(ref, chat.pk, upload(name, data), impersonated=False)
-    process_attachment(str(attachment.pk))
-    attachment.refresh_from_db()
-    assert attachment.status == Attachment.Status.READY, attachment.error_code
-    return attachment
 
 
 def user_entry(request: dict[str, Any]) -> Any:

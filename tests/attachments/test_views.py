@@ -18,12 +18,11 @@ from agent.conversations import append_message, create_conversation, delete_conv
 from agent.models import Attachment, Conversation
 from agent.retention import purge
 from agent.tasks import purge_attachments, sweep_turns
-from tests.conftest import grant, login
 from tests.events.layer import Listener
 from tests.factories import UserFactory
-from tests.turns.conftest import agent_conf
-
-from .conftest import picture_bytes, ready, stored_files, upload
+from tests.support.files import picture_bytes, post_file, ready, stored_files, upload
+from tests.support.sessions import csrf_client, grant, login
+from tests.support.turns import agent_conf
 
 pytestmark = pytest.mark.django_db
 
@@ -33,19 +32,6 @@ def queued(monkeypatch: Any) -> list[str]:
     sent: list[str] = []
     monkeypatch.setattr("agent.attachments.api.current_app.send_task", lambda name, args, **options: sent.extend(args))
     return sent
-
-
-def csrf_client(user: Any) -> tuple[Client, str]:
-    """A logged-in client that enforces CSRF, and the token its page would carry."""
-    client = Client(enforce_csrf_checks=True)
-    client.force_login(user)
-    client.get(reverse("agent:chat"))
-    return client, client.cookies["csrftoken"].value
-
-
-def post_file(client: Client, token: str, chat: Any, name: str, data: bytes) -> Any:
-    url = reverse("agent:attachment_upload", args=[chat.pk])
-    return client.post(url, {"file": upload(name, data)}, HTTP_X_CSRFTOKEN=token)
 
 
 # -- upload, list, remove -------------------------------------------------------------------
@@ -117,7 +103,7 @@ def test_someone_elses_chat_is_not_found_and_a_signed_out_user_is_401(user: Any,
     assert post_file(stranger, token, chat, "a.txt", b"x").status_code == 404
     anonymous = Client()
     response = anonymous.get(reverse("agent:attachment_list", args=[chat.pk]))
-    assert response.status_code == 401 and response.json() == {"error": "session_gone"}
+    assert response.status_code == 401 and response.json()["error"] == "session_gone"
 
 
 def test_the_composer_lists_and_removes_files(
@@ -177,7 +163,7 @@ def test_serving_runs_the_ladder(session: Any, chat: Any, user: Any) -> None:
     photo = ready(attachments.add_attachment(ref, chat.pk, upload("cat.png", picture_bytes()), impersonated=False))
     user.user_permissions.remove(Permission.objects.get(codename="use_agent"))
     response = client.get(reverse("agent:attachment_file", args=[photo.pk]))
-    assert response.status_code == 403 and response.json() == {"error": "forbidden"}
+    assert response.status_code == 403 and response.json()["error"] == "forbidden"
 
 
 # -- life cycle -----------------------------------------------------------------------------

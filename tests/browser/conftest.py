@@ -8,101 +8,26 @@ browser context, so a test costs about a turn, not a start-up.
 
 from __future__ import annotations
 
+import json
 import os
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from django.conf import settings
 from django.db import connection
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class AsgiServer:
-    """daphne in a subprocess; ``stop()`` then ``start()`` drops every websocket, as a restart does."""
-
-    def __init__(self, database_name: str) -> None:
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        db = connection.settings_dict
-        self.env = os.environ | {
-            "DJANGO_SETTINGS_MODULE": "tests.settings",
-            "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{database_name}",
-        }
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        ARTIFACTS.mkdir(exist_ok=True)
-        log = open(ARTIFACTS / "daphne.log", "ab")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "tests.browser.asgi:application"],
-            cwd=ROOT,
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        log.close()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"daphne exited with {self.process.returncode}; see {ARTIFACTS / 'daphne.log'}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError("daphne did not start listening in 30 s")
-
-    def stop(self) -> None:
-        """Kill it, as a crash would: a graceful stop waits 10 s for open websockets."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+from tests.support.browser import ARTIFACTS, CHROMIUM_ARGS, AsgiServer
 
 
 @pytest.fixture(scope="module")
-def asgi_server(django_db_setup: Any) -> Iterator[AsgiServer]:
-    server = AsgiServer(connection.settings_dict["NAME"])  # the test database, after its setup
+def asgi_server(request: Any, django_db_setup: Any) -> Iterator[AsgiServer]:
+    """daphne on the test database, after its setup; a module's ``SITE_AGENT_SETTINGS`` are its site's."""
+    server = AsgiServer(connection.settings_dict["NAME"])
+    own = getattr(request.module, "SITE_AGENT_SETTINGS", None)
+    if own:
+        server.env["AGENT_TEST_SETTINGS"] = json.dumps(own)
     server.start()
     yield server
     server.stop()
-
-
-@pytest.fixture(scope="module")
-def turn_worker(django_db_setup: Any) -> Iterator[Any]:
-    from celery.contrib.testing.worker import start_worker
-
-    from tests.celery_app import app
-
-    with start_worker(
-        app,
-        pool="threads",
-        concurrency=2,
-        perform_ping_check=False,
-        queues=[settings.CELERY_TASK_DEFAULT_QUEUE],
-        loglevel="WARNING",
-    ) as worker:
-        yield worker
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +59,7 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Iterator[None]:
 
 
 @pytest.fixture
-def browser_context(request: Any, chromium: Any, asgi_server: AsgiServer, turn_worker: Any) -> Iterator[Any]:
+def browser_context(request: Any, chromium: Any, asgi_server: AsgiServer, worker: Any) -> Iterator[Any]:
     """A fresh browser profile; on failure every open tab is saved as a screenshot.
 
     Afterwards, any CSP violation or uncaught script error fails the test.

@@ -17,8 +17,7 @@ from agent.conversations import append_message
 from agent.models import Message
 from tests.factories import ConversationFactory
 from tests.model_server import answer, error, tool_calls
-
-from .test_chat import send, sign_in
+from tests.support.browser import send, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

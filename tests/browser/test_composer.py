@@ -12,8 +12,7 @@ from agent.conf import agent_settings
 from agent.models import Attachment, Conversation, Message
 from tests.factories import ConversationFactory
 from tests.model_server import answer
-
-from .test_chat import send, sign_in
+from tests.support.browser import send, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -10,11 +10,10 @@ import pytest
 from playwright.sync_api import Locator, Page, expect
 
 from agent.models import Attachment
-from tests.attachments.conftest import pdf_bytes, picture_bytes
 from tests.factories import ConversationFactory
 from tests.model_server import answer
-
-from .test_chat import send, sign_in
+from tests.support.browser import send, sign_in
+from tests.support.files import pdf_bytes, picture_bytes
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

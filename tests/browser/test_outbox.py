@@ -8,15 +8,14 @@ from contextlib import ExitStack
 from typing import Any, Callable, Iterator
 
 import pytest
-from django.conf import settings
 from django.utils import timezone
 from playwright.sync_api import expect
 
 from agent.models import Message, Turn, UserSettings
 from tests.factories import ConversationFactory
 from tests.model_server import answer
-
-from .test_chat import send, sign_in
+from tests.support.browser import send, sign_in
+from tests.support.workers import thread_worker
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -24,7 +23,7 @@ GIVEN_BACK = "Your message was not sent. It is back in the message box."
 
 
 @pytest.fixture(scope="module")
-def turn_worker() -> None:
+def worker() -> None:
     """No worker while the page sends: the turn stays queued until a test calls ``late_worker``."""
     return None
 
@@ -32,23 +31,10 @@ def turn_worker() -> None:
 @pytest.fixture
 def late_worker(django_db_setup: Any) -> Iterator[Callable[[], None]]:
     """Starts a Celery worker on this run's queue when called; it claims whatever is queued."""
-    from celery.contrib.testing.worker import start_worker
-
-    from tests.celery_app import app
-
     with ExitStack() as running:
 
         def start() -> None:
-            running.enter_context(
-                start_worker(
-                    app,
-                    pool="threads",
-                    concurrency=2,
-                    perform_ping_check=False,
-                    queues=[settings.CELERY_TASK_DEFAULT_QUEUE],
-                    loglevel="WARNING",
-                )
-            )
+            running.enter_context(thread_worker())
 
         yield start
 

@@ -10,9 +10,7 @@ from playwright.sync_api import expect
 from agent.conversations import append_message
 from agent.models import Message
 from tests.factories import ConversationFactory
-
-from .conftest import ARTIFACTS
-from .test_chat import sign_in
+from tests.support.browser import ARTIFACTS, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -20,7 +18,7 @@ PHONE = {"width": 390, "height": 844}
 
 
 @pytest.fixture
-def phone(chromium: Any, asgi_server: Any, turn_worker: Any) -> Iterator[Any]:
+def phone(chromium: Any, asgi_server: Any, worker: Any) -> Iterator[Any]:
     """A tab of a touch phone; any CSP violation or uncaught script error fails the test."""
     context = chromium.new_context(
         base_url=asgi_server.url, locale="en-US", viewport=PHONE, has_touch=True, is_mobile=True
@@ -93,7 +91,7 @@ def test_on_a_touch_keyboard_enter_starts_a_new_line_and_send_sends(phone, user,
 
 
 def test_in_russian_the_composer_buttons_fit_the_phone_on_one_line_each_while_a_turn_runs(
-    chromium, asgi_server, turn_worker, user, endpoint, model_server
+    chromium, asgi_server, worker, user, endpoint, model_server
 ):
     from tests.model_server import answer
 

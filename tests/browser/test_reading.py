@@ -6,8 +6,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.model_server import answer, error, tool_calls
-
-from .test_chat import send, sign_in
+from tests.support.browser import send, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -7,8 +7,7 @@ from playwright.sync_api import expect
 
 from agent.models import Message
 from tests.model_server import answer
-
-from .test_chat import send, sign_in
+from tests.support.browser import send, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

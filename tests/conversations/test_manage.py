@@ -148,3 +148,11 @@ def test_rename_archive_and_delete_each_tell_open_tabs_after_commit(
         for callback in callbacks:
             callback()
         assert listener.receive() == {"type": "agent.conversation_changed", "conversation": str(chat.pk)}
+
+
+def test_a_site_s_own_title_limit_is_the_only_one(ref: SessionRef, chat: Conversation, settings: Any) -> None:
+    settings.AGENT = {**settings.AGENT, "MAX_TITLE_CHARS": 500}
+    conversations.rename_conversation(ref, chat.pk, "t" * 500, impersonated=False)
+    assert Conversation.objects.get(pk=chat.pk).title == "t" * 500
+    with pytest.raises(ValidationError):
+        conversations.rename_conversation(ref, chat.pk, "t" * 501, impersonated=False)

@@ -14,8 +14,8 @@ from agent import conversations
 from agent.access import SessionRef
 from agent.errors import TooManyChats
 from agent.models import Conversation
-from tests.conftest import login
-from tests.conversations.test_races import at_once
+from tests.support.races import at_once
+from tests.support.sessions import login
 
 pytestmark = pytest.mark.django_db
 

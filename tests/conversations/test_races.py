@@ -2,42 +2,15 @@
 
 from __future__ import annotations
 
-import threading
-from typing import Any, Callable
-
 import pytest
-from django.db import connection
 
 from agent import conversations
 from agent.access import SessionRef
 from agent.errors import NotFound
 from agent.models import Conversation, Message
+from tests.support.races import at_once
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def at_once(*calls: Callable[[], Any]) -> list[tuple[str, Any]]:
-    """Run the calls in threads released together; each outcome is ("ok", value) or ("error", exc)."""
-    barrier = threading.Barrier(len(calls))
-    outcomes: list[tuple[str, Any]] = [("error", None)] * len(calls)
-
-    def run(i: int, call: Callable[[], Any]) -> None:
-        try:
-            connection.ensure_connection()
-            barrier.wait(timeout=10)
-            outcomes[i] = ("ok", call())
-        except Exception as exc:  # the outcome is what the test looks at
-            outcomes[i] = ("error", exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(i, c)) for i, c in enumerate(calls)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=20)
-    assert not any(t.is_alive() for t in threads), "a racing call hung"
-    return outcomes
 
 
 def test_archive_and_delete_at_once_never_leave_the_chat_alive(ref: SessionRef) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -9,6 +10,7 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.test import Client
 
+from agent.errors import error_body, refusal_named
 from agent.models import Conversation
 from tests.asgi import application
 
@@ -57,3 +59,13 @@ async def close_code(ws: WebsocketCommunicator, within: float) -> tuple[int | No
 async def finish_refused(ws: WebsocketCommunicator) -> None:
     """End a socket the server refused; its consumer holds no groups, so don't wait the full second."""
     await ws.disconnect(timeout=0.1)
+
+
+def error_frame(code: str, **extra: Any) -> dict[str, Any]:
+    """The error frame a socket or an event stream sends for a refusal: its code and its sentence."""
+    return {"type": "error", **error_body(refusal_named(code)), **extra}
+
+
+def parsed(frames: list[str]) -> list[Any]:
+    """Text frames (or an event stream's ``data:`` blocks) as JSON."""
+    return [json.loads(frame.removeprefix("data: ")) for frame in frames]

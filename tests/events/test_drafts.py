@@ -13,8 +13,8 @@ from django.test import Client
 
 from agent import events
 from agent.access import SessionRef
-from agent.consumers import SCOPE_FRESH_S, AgentConsumer
-from tests.events.sockets import close_code, opened, subscribed
+from agent.web.consumers import SCOPE_FRESH_S, AgentConsumer
+from tests.events.sockets import close_code, error_frame, opened, parsed, subscribed
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True), pytest.mark.timeout(30)]
 
@@ -72,7 +72,7 @@ async def test_a_socket_whose_session_ended_gets_no_draft_and_closes(
     await asyncio.sleep(SCOPE_FRESH_S + 0.2)  # the socket's last check is now too old to trust
     await draft(chat, "SECRET-DRAFT-TEXT")
     code, frames = await close_code(ws, within=5)
-    assert code == 4401 and frames == ['{"type": "error", "error": "session_gone"}']
+    assert code == 4401 and parsed(frames) == [error_frame("session_gone")]
     await ws.disconnect()
 
 
@@ -90,7 +90,7 @@ async def test_a_check_serves_the_drafts_of_one_second_and_the_next_draft_checks
     await asyncio.sleep(SCOPE_FRESH_S + 0.2)
     await draft(chat, "first, second, third")  # a new check, which finds the session gone
     code, frames = await close_code(ws, within=5)
-    assert code == 4401 and frames == ['{"type": "error", "error": "session_gone"}']
+    assert code == 4401 and parsed(frames) == [error_frame("session_gone")]
     await ws.disconnect()
 
 

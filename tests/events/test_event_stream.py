@@ -21,10 +21,11 @@ from django.test import Client
 
 from agent import conversations, events
 from agent.access import SessionRef
-from agent.delivery import SCOPE_FRESH_S
 from agent.models import Conversation, Message
-from tests.conftest import login
+from agent.web.delivery import SCOPE_FRESH_S
+from tests.events.sockets import error_frame, parsed
 from tests.events.streams import opened
+from tests.support.sessions import login
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True), pytest.mark.timeout(30)]
 
@@ -49,7 +50,7 @@ def members(group: str) -> set[bytes]:
 
 async def test_an_anonymous_request_is_refused_session_gone(db: Any, chat: Conversation) -> None:
     stream = await opened(None, conversation=chat.pk)
-    assert (stream.status, await stream.body_json()) == (401, {"error": "session_gone"})
+    assert (stream.status, (await stream.body_json())["error"]) == (401, "session_gone")
 
 
 @pytest.mark.parametrize("whose", ["another_user", "malformed", "missing"])
@@ -58,7 +59,7 @@ async def test_a_chat_not_yours_or_not_there_is_not_found(
 ) -> None:
     conversation = {"another_user": others_chat.pk, "malformed": "../x", "missing": None}[whose]
     stream = await opened(session[0], conversation=conversation)
-    assert (stream.status, await stream.body_json()) == (404, {"error": "not_found"})
+    assert (stream.status, (await stream.body_json())["error"]) == (404, "not_found")
     assert members(events.topic(others_chat.pk)) == set()
 
 
@@ -72,7 +73,7 @@ async def test_an_impersonated_session_is_refused(session: tuple[Client, Session
 
     await database_sync_to_async(impersonate)()
     stream = await opened(client, conversation=chat.pk)
-    assert (stream.status, await stream.body_json()) == (401, {"error": "impersonated"})
+    assert (stream.status, (await stream.body_json())["error"]) == (401, "impersonated")
 
 
 async def test_a_session_whose_row_is_gone_is_refused(session: tuple[Client, SessionRef], chat: Conversation) -> None:
@@ -241,7 +242,7 @@ async def test_a_logged_out_session_gets_an_error_frame_and_nothing_else(
     await get_channel_layer().group_send(events.topic(chat.pk), delta)
     # then
     blocks = await stream.rest()
-    assert blocks == ['data: {"type": "error", "error": "session_gone"}']
+    assert parsed(blocks) == [error_frame("session_gone")]
 
 
 async def test_a_logout_ends_the_stream_at_once(session: tuple[Client, SessionRef], chat: Conversation) -> None:
@@ -249,7 +250,7 @@ async def test_a_logout_ends_the_stream_at_once(session: tuple[Client, SessionRe
     stream = await opened(client, conversation=chat.pk)
     await stream.event()
     await database_sync_to_async(client.logout)()
-    assert await stream.rest(timeout=2) == ['data: {"type": "error", "error": "session_gone"}']
+    assert parsed(await stream.rest(timeout=2)) == [error_frame("session_gone")]
     assert members(events.topic(chat.pk)) == set()  # a stream the server ends leaves its groups too
 
 
@@ -261,7 +262,7 @@ async def test_an_idle_stream_checks_its_session_again(
     stream = await opened(client, conversation=chat.pk)
     await stream.event()
     await database_sync_to_async(Session.objects.filter(session_key=ref.session_key).delete)()
-    assert await stream.rest(timeout=4) == ['data: {"type": "error", "error": "session_gone"}']
+    assert parsed(await stream.rest(timeout=4)) == [error_frame("session_gone")]
 
 
 # -- the client goes away --------------------------------------------------------------------

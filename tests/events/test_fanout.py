@@ -18,12 +18,13 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from agent import conversations, delivery, events
+from agent import conversations, events
 from agent.access import SessionRef
-from agent.delivery import SCOPE_FRESH_S
 from agent.models import Conversation, Message
-from tests.conftest import login
-from tests.events.sockets import close_code, opened, subscribed
+from agent.web import delivery
+from agent.web.delivery import SCOPE_FRESH_S
+from tests.events.sockets import close_code, error_frame, opened, parsed, subscribed
+from tests.support.sessions import login
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 
@@ -220,7 +221,7 @@ async def test_a_logout_closes_the_socket_at_once_while_its_events_wait_for_the_
     await asyncio.to_thread(store_then_log_out)
     # then: the socket closes before the database is free, and none of the waiting messages reach the tab
     code, frames = await close_code(tab, within=1.0)
-    assert code == 4401 and frames == ['{"type": "error", "error": "session_gone"}']
+    assert code == 4401 and parsed(frames) == [error_frame("session_gone")]
     assert not database_busy.done()
     await database_busy
     await tab.disconnect()

@@ -21,9 +21,9 @@ from django.utils import timezone
 
 from agent.access import SessionRef
 from agent.models import AgentSettings, UserSettings
-from tests.conftest import login
-from tests.events.sockets import close_code, opened, subscribed
+from tests.events.sockets import close_code, error_frame, opened, parsed, subscribed
 from tests.factories import UserFactory
+from tests.support.sessions import login
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True), pytest.mark.timeout(30)]
 
@@ -114,7 +114,7 @@ async def _closes_within_a_second(client: Client, revoke: Callable[[], None], co
     await sync_to_async(revoke)()
     code, frames = await close_code(ws, within=SIGNAL_CLOSE_S)
     assert code == 4401
-    assert frames == [f'{{"type": "error", "error": "{code_sent}"}}']
+    assert parsed(frames) == [error_frame(code_sent)]
     await ws.disconnect()
 
 
@@ -274,7 +274,7 @@ async def test_a_revocation_without_a_signal_closes_the_idle_socket_within_the_r
     await subscribed(ws, chat)
     await sync_to_async(revoke)(client, user)
     code, frames = await close_code(ws, within=RECHECK_S + 2)
-    assert code == 4401 and frames == [f'{{"type": "error", "error": "{code_sent}"}}']
+    assert code == 4401 and parsed(frames) == [error_frame(code_sent)]
     await ws.disconnect()
 
 
@@ -286,7 +286,7 @@ async def test_a_frame_after_the_session_is_marked_impersonated_is_refused_and_c
     await sync_to_async(_session_marked_impersonated)(client, None)
     await ws.send_json_to({"type": "subscribe", "conversation": str(chat.pk), "ref": 1})
     code, frames = await close_code(ws, within=5)
-    assert code == 4401 and frames == ['{"type": "error", "error": "impersonated", "ref": 1}']
+    assert code == 4401 and parsed(frames) == [error_frame("impersonated", ref=1)]
     await ws.disconnect()
 
 
@@ -300,7 +300,7 @@ async def test_a_cached_session_evicted_closes_the_idle_socket(
     ws = await opened(client)
     await sync_to_async(cache.clear)()
     code, frames = await close_code(ws, within=RECHECK_S + 2)
-    assert code == 4401 and frames == ['{"type": "error", "error": "session_gone"}']
+    assert code == 4401 and parsed(frames) == [error_frame("session_gone")]
     await ws.disconnect()
 
 

@@ -15,10 +15,10 @@ from django.test import Client
 
 from agent import conversations
 from agent.access import SessionRef
-from agent.consumers import SCOPE_FRESH_S
 from agent.models import Conversation, Message
-from tests.conftest import login
-from tests.events.sockets import close_code, finish_refused, opened, socket, subscribed
+from agent.web.consumers import SCOPE_FRESH_S
+from tests.events.sockets import close_code, error_frame, finish_refused, opened, parsed, socket, subscribed
+from tests.support.sessions import login
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True), pytest.mark.timeout(30)]
 
@@ -35,7 +35,7 @@ async def test_an_anonymous_socket_is_closed_4401(db: Any) -> None:
     ws = socket()
     await ws.connect(timeout=5)
     code, frames = await close_code(ws, within=5)
-    assert code == 4401 and frames == ['{"type": "error", "error": "session_gone"}']
+    assert code == 4401 and parsed(frames) == [error_frame("session_gone")]
     await finish_refused(ws)
 
 
@@ -106,7 +106,7 @@ async def test_an_impersonated_session_is_refused_at_connect(session: tuple[Clie
     ws = socket(client)
     await ws.connect(timeout=5)
     code, frames = await close_code(ws, within=5)
-    assert code == 4401 and frames == ['{"type": "error", "error": "impersonated"}']
+    assert code == 4401 and parsed(frames) == [error_frame("impersonated")]
     await finish_refused(ws)
 
 
@@ -117,7 +117,7 @@ async def test_a_session_without_the_permission_is_refused_at_connect(make_user:
     ws = socket(client)
     await ws.connect(timeout=5)
     code, frames = await close_code(ws, within=5)
-    assert code == 4401 and frames == ['{"type": "error", "error": "forbidden"}']
+    assert code == 4401 and parsed(frames) == [error_frame("forbidden")]
     await finish_refused(ws)
 
 
@@ -141,7 +141,7 @@ async def test_subscribing_to_another_users_chat_answers_not_found(
 ) -> None:
     ws = await opened(session[0])
     await ws.send_json_to({"type": "subscribe", "conversation": str(others_chat.pk), "ref": 7})
-    assert await ws.receive_json_from(timeout=5) == {"type": "error", "error": "not_found", "ref": 7}
+    assert await ws.receive_json_from(timeout=5) == error_frame("not_found", ref=7)
     await sync_to_async(conversations.append_message)(others_chat.pk, role=Message.Role.USER, content="theirs")
     assert await ws.receive_nothing(timeout=0.5)
     await ws.disconnect()
@@ -192,7 +192,7 @@ async def test_unsubscribing_a_malformed_id_answers_not_found_and_the_socket_sta
 ) -> None:
     ws = await opened(session[0])
     await ws.send_json_to({"type": "unsubscribe", "conversation": conversation, "ref": 1})
-    assert await ws.receive_json_from(timeout=5) == {"type": "error", "error": "not_found", "ref": 1}
+    assert await ws.receive_json_from(timeout=5) == error_frame("not_found", ref=1)
     await subscribed(ws, chat)
     await ws.disconnect()
 
@@ -288,7 +288,7 @@ async def test_a_frame_that_is_not_a_json_object_gets_bad_frame_and_the_socket_s
 ) -> None:
     ws = await opened(session[0])
     await ws.send_to(text_data=text)
-    assert await ws.receive_json_from(timeout=5) == {"type": "error", "error": "bad_frame"}
+    assert await ws.receive_json_from(timeout=5) == error_frame("bad_frame")
     await subscribed(ws, chat)
     await ws.disconnect()
 
@@ -298,7 +298,7 @@ async def test_a_frame_nested_too_deep_gets_bad_frame_and_the_socket_stays(
 ) -> None:
     ws = await opened(session[0])
     await ws.send_to(text_data="[" * 60_000)
-    assert await ws.receive_json_from(timeout=5) == {"type": "error", "error": "bad_frame"}
+    assert await ws.receive_json_from(timeout=5) == error_frame("bad_frame")
     await subscribed(ws, chat)
     await ws.disconnect()
 
@@ -306,5 +306,5 @@ async def test_a_frame_nested_too_deep_gets_bad_frame_and_the_socket_stays(
 async def test_an_unknown_frame_type_gets_bad_frame(session: tuple[Client, SessionRef]) -> None:
     ws = await opened(session[0])
     await ws.send_json_to({"type": "launch", "ref": 3})
-    assert await ws.receive_json_from(timeout=5) == {"type": "error", "error": "bad_frame", "ref": 3}
+    assert await ws.receive_json_from(timeout=5) == error_frame("bad_frame", ref=3)
     await ws.disconnect()

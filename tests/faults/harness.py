@@ -31,6 +31,7 @@ from websockets.exceptions import ConnectionClosed, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
 from agent.conf import agent_settings
+from tests.support.waiting import free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -44,29 +45,6 @@ CLOSE_SESSION_ENDED = 4401
 def run_artifacts() -> Path:
     """This run's logs: one folder per test queue, so suites run side by side in one tree keep theirs."""
     return ARTIFACTS / agent_settings.TASK_QUEUE
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def wait_until(
-    condition: Callable[[], Any], timeout: float, what: str, every: float = 0.05, why: Callable[[], str] | None = None
-) -> Any:
-    """The condition's first true value, polled until ``timeout`` seconds have passed.
-
-    ``why`` describes the state for the failure's message.
-    """
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}" + (f": {why()}" if why else ""))
-        time.sleep(every)
 
 
 def listening(port: int) -> bool:

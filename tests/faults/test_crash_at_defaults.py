@@ -12,9 +12,9 @@ import pytest
 
 from agent.access import SessionRef
 from tests.model_server import ScriptedModelServer
+from tests.support.crashes import crash_mid_turn
 
 from .harness import Stack, Tab
-from .test_worker_crash import crash_mid_turn
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True), pytest.mark.timeout(150)]
 

@@ -28,11 +28,11 @@ from django.utils import timezone
 from agent.access import SessionRef
 from agent.conversations import delete_conversation
 from agent.models import Attachment, Conversation, Endpoint
-from tests.attachments.conftest import pdf_bytes, picture_bytes
-from tests.faults.harness import Tab, wait_until
+from tests.faults.harness import Tab
 from tests.model_server import ScriptedModelServer, answer
-
-from .conftest import BUCKET, SENTINEL_BROKER_DB, Host, S3Server
+from tests.support.files import pdf_bytes, picture_bytes
+from tests.support.hosts import BUCKET, SENTINEL_BROKER_DB, Host, S3Server
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.hosts, pytest.mark.django_db(transaction=True), pytest.mark.timeout(150)]
 
@@ -176,7 +176,7 @@ def test_files_uploaded_on_one_host_are_read_served_and_deleted_on_the_other(
     # and: a file whose object is gone from the bucket is 404, logged by its id, not a 500
     s3.client().delete_object(Bucket=BUCKET, Key=rows[lost].file.name)
     status, _headers, answered = on_b.download(lost)
-    assert (status, json.loads(answered)) == (404, {"error": "not_found"})
+    assert (status, json.loads(answered)["error"]) == (404, "not_found")
     wait_until(lambda: lost in host_b.log("daphne"), 5, "daphne B to log the unreadable file")
     assert "lost.txt" not in host_b.log("daphne")
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import redis
 
-from tests.faults.harness import free_port, wait_until
+from tests.support.waiting import free_port, wait_until
 
 MASTER_NAME = "agentmaster"
 

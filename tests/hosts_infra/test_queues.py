@@ -21,7 +21,8 @@ from agent.conversations import create_conversation
 from agent.models import Turn
 from agent.turns import monitor
 from tests.model_server import ScriptedModelServer, answer
-from tests.turns.conftest import agent_conf, wait_until
+from tests.support.turns import agent_conf
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 OTHER_SITES_QUEUE = settings.CELERY_TASK_DEFAULT_QUEUE  # where a site that routes nothing sends everything

@@ -8,7 +8,7 @@ from django.test import override_settings
 
 from agent.checks import check_redis_is_not_a_cluster
 from agent.layers import redis_channel_layer
-from tests.faults.harness import free_port
+from tests.support.waiting import free_port
 
 from .redis_servers import SentinelSet, Servers
 

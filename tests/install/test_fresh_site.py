@@ -28,18 +28,9 @@ import pytest
 from django.conf import settings
 
 from agent.conf import agent_settings
-from tests.live_site import (
-    Visitor,
-    frames_until,
-    free_port,
-    log_tail,
-    next_frame,
-    start,
-    stop,
-    wait_for_port,
-    wait_until,
-)
+from tests.live_site import Visitor, frames_until, log_tail, next_frame, start, stop, wait_for_port
 from tests.model_server import answer, tool_calls
+from tests.support.waiting import free_port, wait_until
 
 from .readme import Step, steps
 

@@ -17,11 +17,10 @@ from django.utils import timezone, translation
 from agent import turns
 from agent.conversations import client_view
 from agent.models import AgentSettings, Message, UserSettings
-from agent.rendering import page_view
 from agent.tasks import run_turn
+from agent.web.rendering import page_view
 from tests.model_server import answer, tool_calls
-
-from .conftest import agent_conf, messages_of
+from tests.support.turns import agent_conf, messages_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -19,8 +19,7 @@ from agent.conf import agent_settings
 from agent.models import AIRequest, Lock, Turn
 from agent.turns import monitor
 from tests.model_server import ScriptedModelServer, answer
-
-from .conftest import messages_of
+from tests.support.turns import messages_of
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]

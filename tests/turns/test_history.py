@@ -12,8 +12,7 @@ from django.utils import translation
 from agent.conversations import append_message
 from agent.models import Confirmation, Message
 from agent.turns.history import build, confirmation_phrase, load, user_content
-
-from .conftest import messages_of
+from tests.support.turns import messages_of
 
 CURRENT = {"role": "user", "content": "now"}
 

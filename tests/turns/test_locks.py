@@ -13,8 +13,7 @@ from django.utils import timezone
 
 from agent.models import Lock, Turn
 from agent.turns import locks
-
-from .conftest import agent_conf
+from tests.support.turns import agent_conf
 
 pytestmark = pytest.mark.django_db
 

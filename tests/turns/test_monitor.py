@@ -18,8 +18,7 @@ from agent.models import Lock, Message, Turn
 from agent.tasks import run_turn, sweep_turns
 from agent.turns import locks, monitor, runner
 from tests.model_server import answer
-
-from .conftest import agent_conf, messages_of
+from tests.support.turns import agent_conf, messages_of
 
 pytestmark = pytest.mark.django_db
 Status = Turn.Status

@@ -13,8 +13,7 @@ from agent.models import AgentSettings, Message
 from agent.tasks import run_turn
 from tests.model_server import answer, tool_calls
 from tests.notes.models import Note
-
-from .conftest import messages_of
+from tests.support.turns import messages_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

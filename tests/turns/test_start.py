@@ -29,10 +29,9 @@ from agent.errors import (
 )
 from agent.models import AgentSettings, AIRequest, Endpoint, Lock, OffPurposeFlag, Turn, UserSettings
 from agent.turns import locks, monitor
-from tests.conftest import grant, login
 from tests.factories import ConversationFactory, UserFactory
-
-from .conftest import agent_conf, messages_of
+from tests.support.sessions import grant, login
+from tests.support.turns import agent_conf, messages_of
 
 pytestmark = pytest.mark.django_db
 

@@ -17,8 +17,8 @@ from agent.models import AIRequest, Lock, Turn
 from agent.turns import locks
 from tests.events.layer import Listener
 from tests.model_server import ScriptedModelServer, answer, tool_calls
-
-from .conftest import agent_conf, messages_of, wait_ended, wait_until
+from tests.support.turns import agent_conf, messages_of, wait_ended
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SLOW = 1.0

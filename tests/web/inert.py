@@ -10,22 +10,31 @@ class _Collector(HTMLParser):
         super().__init__(convert_charrefs=True)
         self.tags: list[tuple[str, dict[str, str | None]]] = []
         self.inline_scripts: list[str] = []
+        self.data_blocks: dict[str, str] = {}  # id -> text of each <script type="application/json">
         self._in_script_without_src = False
+        self._in_data_block: str | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         attributes = dict(attrs)
         self.tags.append((tag, attributes))
-        self._in_script_without_src = tag == "script" and not attributes.get("src")
+        data_block = tag == "script" and attributes.get("type") == "application/json"
+        self._in_data_block = (attributes.get("id") or "") if data_block else None
+        if data_block:
+            self.data_blocks[self._in_data_block or ""] = ""
+        self._in_script_without_src = tag == "script" and not attributes.get("src") and not data_block
         if self._in_script_without_src:
             self.inline_scripts.append("")
 
     def handle_data(self, data: str) -> None:
-        if self._in_script_without_src:
+        if self._in_data_block is not None:
+            self.data_blocks[self._in_data_block] += data
+        elif self._in_script_without_src:
             self.inline_scripts[-1] += data
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "script":
             self._in_script_without_src = False
+            self._in_data_block = None
 
 
 def parse(html: str) -> _Collector:

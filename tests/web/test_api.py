@@ -1,4 +1,4 @@
-"""The page's JSON API: refusals as status codes with ``{"error": code}``, CSRF on every write."""
+"""The page's JSON API: refusals as status codes with ``{"error": code, "message": why}``, CSRF on every write."""
 
 from __future__ import annotations
 
@@ -9,18 +9,21 @@ from urllib.parse import urlencode
 
 import pytest
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.http import HttpResponseForbidden
 from django.test import Client, override_settings
 from django.urls import reverse
+from django.utils import translation
+from django.utils.translation import gettext
 
 from agent import errors, turns
 from agent.conversations import create_conversation
 from agent.models import Conversation, Turn, UserSettings
 from agent.tasks import run_turn
-from agent.views import refusal_response
-from tests.conftest import login
+from agent.web.http import refusal_response
 from tests.factories import ConversationFactory
 from tests.model_server import answer, tool_calls
+from tests.support.sessions import login
 
 pytestmark = pytest.mark.django_db
 
@@ -35,14 +38,14 @@ def get(client: Client, name: str, *args: Any, **query: Any) -> Any:
 
 def test_an_anonymous_call_is_401_session_gone():
     response = get(Client(), "conversation_list")
-    assert response.status_code == 401 and response.json() == {"error": "session_gone"}
+    assert response.status_code == 401 and response.json()["error"] == "session_gone"
 
 
 def test_a_call_after_the_session_ended_is_401(session):
     client, ref = session
     import_module(settings.SESSION_ENGINE).SessionStore(session_key=ref.session_key).delete()
     response = post(client, "conversation_create")
-    assert response.status_code == 401 and response.json() == {"error": "session_gone"}
+    assert response.status_code == 401 and response.json()["error"] == "session_gone"
 
 
 def test_a_user_without_the_permission_is_403_forbidden():
@@ -50,7 +53,7 @@ def test_a_user_without_the_permission_is_403_forbidden():
 
     client, _ref = login(UserFactory())
     response = get(client, "conversation_list")
-    assert response.status_code == 403 and response.json() == {"error": "forbidden"}
+    assert response.status_code == 403 and response.json()["error"] == "forbidden"
 
 
 @pytest.mark.parametrize(
@@ -72,7 +75,7 @@ def test_someone_elses_chat_is_404_like_a_missing_one(session, method, name):
     client, _ref = session
     theirs = ConversationFactory()
     answers = [method(client, name, chat_id, title="x", text="hi") for chat_id in (theirs.pk, "not-a-uuid")]
-    assert [(r.status_code, r.json()) for r in answers] == [(404, {"error": "not_found"})] * 2
+    assert [(r.status_code, r.json()["error"]) for r in answers] == [(404, "not_found")] * 2
     theirs.refresh_from_db()
     assert theirs.title != "x" and theirs.status == Conversation.Status.ACTIVE
 
@@ -90,7 +93,7 @@ def test_a_listed_chat_page_and_cursor(session, ref):
 def test_a_bad_cursor_is_400_invalid_cursor(session):
     client, _ref = session
     response = get(client, "conversation_list", cursor="garbage")
-    assert response.status_code == 400 and response.json() == {"error": "invalid_cursor"}
+    assert response.status_code == 400 and response.json()["error"] == "invalid_cursor"
 
 
 def test_invalid_input_is_400_with_the_field(session, chat):
@@ -110,7 +113,7 @@ def test_a_body_nested_too_deep_is_400_invalid_not_a_server_error(session, name)
 def test_send_without_a_model_is_503_endpoint_not_configured(session, chat):
     client, _ref = session
     response = post(client, "turn_start", chat.pk, text="hello")
-    assert response.status_code == 503 and response.json() == {"error": "endpoint_not_configured"}
+    assert response.status_code == 503 and response.json()["error"] == "endpoint_not_configured"
 
 
 def test_a_second_send_while_a_turn_runs_is_409_busy(session, chat, endpoint):
@@ -118,7 +121,7 @@ def test_a_second_send_while_a_turn_runs_is_409_busy(session, chat, endpoint):
     first = post(client, "turn_start", chat.pk, text="hello")
     assert first.status_code == 200 and first.json()["turn"]["status"] == "queued"
     second = post(client, "turn_start", chat.pk, text="again")
-    assert second.status_code == 409 and second.json() == {"error": "busy"}
+    assert second.status_code == 409 and second.json()["error"] == "busy"
 
 
 def test_more_turns_than_allowed_at_once_is_429_too_many_turns(session, ref, endpoint):
@@ -178,11 +181,11 @@ def test_cards_confirm_once_and_refuse_others(ref, session, endpoint, model_serv
     assert card["status"] == "waiting" and card["preview"]["title"] == "Buy milk"
 
     stranger, _ = login(make_user("notes.add_note"))
-    assert post(stranger, "confirmation_confirm", card["id"]).json() == {"error": "not_found"}
+    assert post(stranger, "confirmation_confirm", card["id"]).json()["error"] == "not_found"
     done = post(client, "confirmation_confirm", card["id"])
     assert done.status_code == 200 and done.json()["confirmation"] == {"id": card["id"], "status": "done"}
     again = post(client, "confirmation_cancel", card["id"])
-    assert again.status_code == 409 and again.json() == {"error": "not_waiting"}
+    assert again.status_code == 409 and again.json()["error"] == "not_waiting"
 
 
 @pytest.mark.django_db(transaction=True)
@@ -226,7 +229,7 @@ def test_a_refused_csrf_check_answers_the_json_error_the_page_reads(user, header
     client, _token = csrf_client(user)
     refused = client.post(reverse("agent:conversation_create"), {}, content_type="application/json", headers=headers)
     assert refused.status_code == 403 and refused["Content-Type"] == "application/json"
-    assert refused.json() == {"error": "csrf_failed"} and not Conversation.objects.exists()
+    assert refused.json()["error"] == "csrf_failed" and not Conversation.objects.exists()
 
 
 def test_a_post_from_another_origin_is_refused_as_json_even_with_the_token(user):
@@ -237,7 +240,7 @@ def test_a_post_from_another_origin_is_refused_as_json_even_with_the_token(user)
         content_type="application/json",
         headers={"X-CSRFToken": token, "Origin": "https://elsewhere.example"},
     )
-    assert refused.status_code == 403 and refused.json() == {"error": "csrf_failed"}
+    assert refused.status_code == 403 and refused.json()["error"] == "csrf_failed"
     assert not Conversation.objects.exists()
 
 
@@ -245,7 +248,7 @@ def test_a_post_from_another_origin_is_refused_as_json_even_with_the_token(user)
 def test_the_api_answers_json_whatever_failure_page_the_site_has(user):
     client, _token = csrf_client(user)
     refused = client.post(reverse("agent:turn_stop", args=[uuid.uuid4()]), {}, content_type="application/json")
-    assert refused.status_code == 403 and refused.json() == {"error": "csrf_failed"}
+    assert refused.status_code == 403 and refused.json()["error"] == "csrf_failed"
 
 
 def site_failure_page(request: Any, reason: str = "") -> HttpResponseForbidden:
@@ -261,7 +264,7 @@ def test_reads_need_no_csrf_token(user):
 def test_an_oversized_json_body_answers_413_too_large(session, chat, endpoint):
     client, _ref = session
     response = post(client, "turn_start", chat.pk, text="x" * 2_000)
-    assert response.status_code == 413 and response.json() == {"error": "too_large"}
+    assert response.status_code == 413 and response.json()["error"] == "too_large"
     assert not chat.turns.exists()
 
 
@@ -274,17 +277,38 @@ def test_an_oversized_form_body_answers_413_too_large_before_the_csrf_check_read
         content_type="application/x-www-form-urlencoded",
         headers={"X-CSRFToken": token},
     )
-    assert response.status_code == 413 and response.json() == {"error": "too_large"}
+    assert response.status_code == 413 and response.json()["error"] == "too_large"
     chat.refresh_from_db()
     assert chat.title != "x" * 2_000
 
 
-def test_every_refusal_declares_its_own_http_status():
+def test_every_refusal_declares_its_own_http_status_and_message():
     refusals = [c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, errors.Refusal)]
-    assert len(refusals) > 10
-    assert [c.__name__ for c in refusals if c is not errors.Refusal and "http_status" not in vars(c)] == []
+    coded = [c for c in refusals if c is not errors.Refusal and ("code" in vars(c) or c is errors.ScopeRefused)]
+    assert len(coded) > 10
+    assert [c.__name__ for c in coded if "http_status" not in vars(c)] == []
+    assert [c.__name__ for c in coded if "default_message" not in vars(c)] == []
     assert refusal_response(errors.Busy()).status_code == 409
     assert refusal_response(errors.SessionGone()).status_code == 401
+
+
+def test_a_refusal_says_why_in_the_users_language(user, session):
+    client, _ref = session
+    UserSettings.objects.update_or_create(user=user, defaults={"language": "et"})
+    response = get(client, "conversation_detail", uuid.uuid4())
+    with translation.override("et"):
+        estonian = gettext("This chat is no longer there.")
+    assert estonian != "This chat is no longer there."  # the catalogue has it
+    assert (response.status_code, response.json()) == (404, {"error": "not_found", "message": estonian})
+
+
+def test_invalid_input_answers_every_message_and_each_field():
+    invalid = ValidationError({"title": ["Too long."], "__all__": ["Not now."]})
+    assert errors.invalid_body(invalid) == {
+        "error": "invalid",
+        "message": "Too long. Not now.",
+        "fields": {"title": ["Too long."], "__all__": ["Not now."]},
+    }
 
 
 @pytest.mark.django_db(transaction=True)

@@ -10,7 +10,7 @@ import pytest
 from asgiref.testing import ApplicationCommunicator
 from django.urls import reverse
 
-from agent.body_limit import FORM_MARGIN_BYTES, max_request_bytes
+from agent.web.body_limit import FORM_MARGIN_BYTES, max_request_bytes
 from tests.asgi import application
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(30)]
@@ -42,12 +42,19 @@ async def response_of(app: ApplicationCommunicator) -> tuple[int, dict[str, Any]
     return start["status"], json.loads(body["body"] or b"{}")
 
 
+async def refused_as(app: ApplicationCommunicator) -> tuple[int, str]:
+    """The status and the code of a refusal, whose body also says why in words."""
+    status, body = await response_of(app)
+    assert body["message"] == "This is too much to send at once."
+    return status, body["error"]
+
+
 @pytest.mark.asyncio
 async def test_a_2_gb_declared_body_is_answered_413_at_once_without_a_byte_of_it_sent() -> None:
     # given: a logged-out client that declares 2 GB and sends nothing after the headers
     app = http_post((b"content-length", str(2 * 1024**3).encode()), (b"content-type", b"multipart/form-data; b=z"))
     # then: the answer comes without the app ever asking for the body
-    assert await response_of(app) == (413, {"error": "too_large"})
+    assert await refused_as(app) == (413, "too_large")
     await app.wait(timeout=5)
 
 
@@ -57,7 +64,7 @@ async def test_a_chunked_body_is_cut_off_413_as_soon_as_it_passes_the_limit(sett
     app = http_post((b"content-type", b"multipart/form-data; boundary=z"), (b"transfer-encoding", b"chunked"))
     for _ in range(2):
         await app.send_input({"type": "http.request", "body": b"x" * 64 * 1024, "more_body": True})
-    assert await response_of(app) == (413, {"error": "too_large"})
+    assert await refused_as(app) == (413, "too_large")
     await app.wait(timeout=5)
 
 

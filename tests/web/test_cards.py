@@ -8,7 +8,8 @@ import pytest
 from django.utils import translation
 from django.utils.translation import gettext_lazy
 
-from agent.rendering import card_fields, notice_tone, page_view
+from agent.notices import tone as notice_tone
+from agent.web.rendering import card_fields, page_view
 
 
 def noop(ctx: Any, **args: Any) -> dict[str, Any]:

@@ -3,14 +3,16 @@ optional sign-out URL, the app's own language endpoint, and ``<html lang>`` from
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.conf import settings
 from django.test import override_settings
 from django.urls import reverse
 
 from agent.models import AgentSettings
-from tests.conftest import login
 from tests.factories import UserFactory
+from tests.support.sessions import login
 
 from .inert import parse
 
@@ -40,8 +42,7 @@ def test_the_page_renders_on_a_site_without_login_logout_or_set_language_urls(se
     response = client.get("/assistant/")
     assert response.status_code == 200
     html = response.content.decode()
-    (app,) = [a for tag, a in parse(html).tags if a.get("id") == "agent-app"]
-    assert app["data-login-url"] == "/signin/?from=assistant"
+    assert json.loads(parse(html).data_blocks["agent-config"])["login_url"] == "/signin/?from=assistant"
     posted_to = [f["action"] for f in forms(html) if "action" in f]
     assert posted_to == ["/assistant/language/"]  # no sign-out form: none configured
     assert '<html lang="en">' in html

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent.rendering import HIGHLIGHT_MAX_CHARS, render_markdown
+from agent.web.rendering import HIGHLIGHT_MAX_CHARS, render_markdown
 
 from .inert import active_parts
 

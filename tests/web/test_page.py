@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.conf import settings
 from django.test import Client
 from django.urls import reverse
+from django.utils import translation
 from django.utils.translation import check_for_language
 
+from agent import errors
 from agent.models import AgentSettings, UserSettings
-from tests.conftest import login
 from tests.factories import UserFactory
+from tests.support.sessions import login
 
 from .inert import parse
 
@@ -43,7 +47,7 @@ def test_the_page_has_no_inline_script_style_or_handlers(session):
     html = client.get(reverse("agent:chat")).content.decode()
     parsed = parse(html)
     assert parsed.inline_scripts == []
-    scripts = [a["src"] for tag, a in parsed.tags if tag == "script"]
+    scripts = [a["src"] for tag, a in parsed.tags if tag == "script" and a.get("type") != "application/json"]
     assert reverse("agent:jsi18n") in scripts
     modules = [a["src"] for tag, a in parsed.tags if tag == "script" and a.get("type") == "module"]
     assert len(modules) == 1 and modules[0].endswith("agent/chat/main.js")
@@ -51,13 +55,42 @@ def test_the_page_has_no_inline_script_style_or_handlers(session):
     assert [(t, n) for t, a in parsed.tags for n in a if n.startswith("on")] == []
 
 
-def test_the_page_carries_its_urls_as_data_attributes_not_inline_json(session):
+def page_config(html):
+    """The page's one config, as its script reads it: the JSON of its only data block."""
+    blocks = parse(html).data_blocks
+    assert list(blocks) == ["agent-config"]
+    return json.loads(blocks["agent-config"])
+
+
+def test_the_page_carries_its_facts_in_one_json_config_and_no_data_attributes(session):
     client, _ref = session
     html = client.get(reverse("agent:chat")).content.decode()
+    config = page_config(html)
+    assert config["urls"]["list"] == reverse("agent:conversation_list")
+    assert config["websocket_path"] == "/ws/agent/"
     (app,) = [a for tag, a in parse(html).tags if a.get("id") == "agent-app"]
-    assert app["data-url-list"] == reverse("agent:conversation_list")
-    assert app["data-websocket-path"] == "/ws/agent/"
-    assert 'type="application/json"' not in html
+    assert [name for name in app if name.startswith("data-")] == []
+
+
+def test_the_config_takes_its_page_sizes_limits_and_codes_from_the_settings(session, settings):
+    settings.AGENT = {**settings.AGENT, "MESSAGES_PAGE": 7, "MAX_TITLE_CHARS": 90, "MAX_FILES_PER_MESSAGE": 2}
+    client, _ref = session
+    html = client.get(reverse("agent:chat")).content.decode()
+    config = page_config(html)
+    assert (config["messages_page"], config["max_title_chars"], config["max_files"]) == (7, 90, 2)
+    assert config["close_codes"]["session_ended"] == 4401
+    assert set(config["session_codes"]) == {"session_gone", "mismatch", "inactive", "impersonated"}
+    (title,) = [a for tag, a in parse(html).tags if a.get("id") == "rename-title"]
+    assert title["maxlength"] == "90"
+
+
+def test_the_config_s_sentences_are_the_server_s_in_the_user_s_language(user):
+    UserSettings.objects.create(user=user, language="ru")
+    client, _ref = login(user)
+    config = page_config(client.get(reverse("agent:chat")).content.decode())
+    with translation.override("ru"):
+        assert config["messages"]["not_found"] == str(errors.NotFound().message)
+    assert config["messages"]["not_found"] != "This chat is no longer there."
 
 
 def test_a_user_without_the_permission_sees_a_translated_refusal_page():
@@ -82,8 +115,7 @@ def test_the_page_speaks_the_users_own_language(user):
 
 
 def test_without_an_own_language_the_language_cookie_decides(session):
-    if not check_for_language("et"):
-        pytest.xfail("et catalogue pending")
+    assert check_for_language("et"), "the et catalogue is there"
     client, _ref = session
     client.cookies[settings.LANGUAGE_COOKIE_NAME] = "et"
     response = client.get(reverse("agent:chat"))

@@ -1,0 +1,84 @@
+"""The chat page's server for the browser tests (daphne in a subprocess), and what a user does on the page."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from django.db import connection
+from playwright.sync_api import Page, expect
+
+from .waiting import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "tests" / "browser" / "artifacts"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+class AsgiServer:
+    """daphne in a subprocess; ``stop()`` then ``start()`` drops every websocket, as a restart does."""
+
+    def __init__(self, database_name: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        db = connection.settings_dict
+        self.env = os.environ | {
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{database_name}",
+        }
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        ARTIFACTS.mkdir(exist_ok=True)
+        log = open(ARTIFACTS / "daphne.log", "ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "tests.browser.asgi:application"],
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"daphne exited with {self.process.returncode}; see {ARTIFACTS / 'daphne.log'}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("daphne did not start listening in 30 s")
+
+    def stop(self) -> None:
+        """Kill it, as a crash would: a graceful stop waits 10 s for open websockets."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def sign_in(tab: Page, user: Any, path: str = "/assistant/") -> None:
+    """Through the login form, then wait for the page's socket."""
+    tab.goto(f"/accounts/login/?next={path}")
+    tab.fill("#id_username", user.username)
+    tab.fill("#id_password", "pw-for-tests")
+    tab.click(".login-form button[type=submit]")
+    expect(tab.locator("#agent-app")).to_be_visible()
+    expect(tab.locator("#connection")).to_be_hidden()
+
+
+def send(tab: Page, text: str) -> None:
+    tab.fill("#composer-text", text)
+    tab.press("#composer-text", "Enter")
