@@ -71,7 +71,8 @@ class Scope:
     permissions: frozenset[str] | None = None  # of ``checked``, those held, read with the scope
 
     @property
-    def user_id(self) -> int:
+    def user_id(self) -> Any:
+        """The user's primary key, of whatever type the site's user model gives it."""
         return self.user.pk
 
     def has_perm(self, permission: str) -> bool:
@@ -327,5 +328,5 @@ def _hash_matches(user: Any, session_hash: str) -> bool:
 def language_for(user_settings: Any, fallback: str | None = None) -> str:
     """The user's language: their own setting, else the request's, else the site's."""
     if user_settings is not None and user_settings.language:
-        return user_settings.language
+        return str(user_settings.language)
     return fallback or settings.LANGUAGE_CODE

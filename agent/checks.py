@@ -6,13 +6,13 @@ when it wires the app in gets its own id and a hint that says what to change.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
 from channels.layers import InMemoryChannelLayer
 from channels.routing import ProtocolTypeRouter, URLRouter
 from django.conf import settings
-from django.core.checks import Error, Tags, register
+from django.core.checks import CheckMessage, Error, Tags, register
 from django.core.checks import Warning as CheckWarning
 from django.core.exceptions import ImproperlyConfigured
 from django.core.files.storage import FileSystemStorage, InvalidStorageError, storages
@@ -131,7 +131,8 @@ def check_websocket_route(app_configs: Any = None, **kwargs: Any) -> list[CheckW
 @register(TAG, Tags.translation)
 def check_locale_middleware(app_configs: Any = None, **kwargs: Any) -> list[CheckWarning]:
     """A site that speaks several languages needs LocaleMiddleware, or every request gets LANGUAGE_CODE."""
-    if not settings.is_overridden("LANGUAGES") or len(settings.LANGUAGES) < 2:
+    overridden = settings.is_overridden("LANGUAGES")  # type: ignore[misc]  # LazySettings has it; its stubs do not
+    if not overridden or len(settings.LANGUAGES) < 2:
         return []
     if any(_is_subclass_at(path, LocaleMiddleware) for path in settings.MIDDLEWARE):
         return []
@@ -165,7 +166,7 @@ def check_login_url(app_configs: Any = None, **kwargs: Any) -> list[Error]:
 
 
 @register(TAG)
-def check_attachment_storage(app_configs: Any = None, **kwargs: Any) -> list[CheckWarning]:
+def check_attachment_storage(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """Files are stored by one process and read by others: a folder must then be shared by every host."""
     alias = agent_settings.ATTACHMENT_STORAGE
     try:
@@ -230,7 +231,7 @@ def _current_celery_app() -> Any:
     return getattr(_state._tls, "current_app", None)
 
 
-def _is_subclass_at(path: Any, base: type) -> bool:
+def _is_subclass_at(path: object, base: type) -> TypeGuard[str]:
     if not isinstance(path, str):
         return False
     try:
@@ -347,14 +348,14 @@ def _is_redis_cluster(host: Any) -> bool:
     """Whether the server of a channels-redis host entry (or a URL) says ``cluster_enabled:1``; False unreachable."""
     import redis
 
-    probe = {"socket_timeout": CLUSTER_PROBE_TIMEOUT_S, "socket_connect_timeout": CLUSTER_PROBE_TIMEOUT_S}
+    wait = CLUSTER_PROBE_TIMEOUT_S
     if isinstance(host, dict) and isinstance(host.get("address"), str):
         host = host["address"]
     try:
         if isinstance(host, str):
-            client = redis.Redis.from_url(host, **probe)
+            client = redis.Redis.from_url(host, socket_timeout=wait, socket_connect_timeout=wait)
         elif isinstance(host, (list, tuple)) and len(host) == 2:
-            client = redis.Redis(host=host[0], port=int(host[1]), **probe)
+            client = redis.Redis(host=host[0], port=int(host[1]), socket_timeout=wait, socket_connect_timeout=wait)
         else:
             return False  # Sentinel names a single master; a host of another shape is channels-redis's to refuse
         with client:

@@ -124,7 +124,7 @@ def _host(url: str, connection: dict[str, Any]) -> dict[str, Any]:
         sentinels.append((host.strip("[]") or address, int(port) if host else 26379))
     query = parse_qs(parts.query)
     sentinel_password = query["sentinel_password"][-1] if "sentinel_password" in query else None
-    host = _sentinel_host(
+    entry = _sentinel_host(
         sentinels,
         unquote(path[0]),
         int(path[1]) if len(path) > 1 else 0,
@@ -133,8 +133,8 @@ def _host(url: str, connection: dict[str, Any]) -> dict[str, Any]:
         connection,
     )
     if username:
-        host["username"] = unquote(username)
-    return host
+        entry["username"] = unquote(username)
+    return entry
 
 
 def _sentinel_host(
@@ -256,7 +256,7 @@ def socket_timeout_of(host: Any) -> float | None:
 def redis_default_socket_timeout() -> float | None:
     """The socket timeout the installed redis-py gives a connection that names none."""
     for cls in aioredis.Connection.__mro__:
-        parameter = inspect.signature(cls.__init__).parameters.get("socket_timeout")
+        parameter = inspect.signature(cls).parameters.get("socket_timeout")
         if parameter is not None and parameter.default is not inspect.Parameter.empty:
             return parameter.default
     return None

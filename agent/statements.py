@@ -14,7 +14,7 @@ from typing import Any, Callable, Hashable, Iterable
 
 from django.db import connections
 from django.db.models import DateTimeField, Expression, QuerySet
-from django.db.models.query import get_related_populators
+from django.db.models.query import get_related_populators  # type: ignore[attr-defined]  # not in the stubs
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ _threads = threading.local()
 def compiled(key: Hashable, build: Callable[[], Statement]) -> Statement:
     """The statement stored under ``key`` for this thread, built on first use (a compiled query
     holds its thread's connection, so no two threads share one)."""
-    statements = _threads.__dict__.setdefault("statements", {})
+    statements: dict[Hashable, Statement] = _threads.__dict__.setdefault("statements", {})
     statement = statements.get(key)
     if statement is None:
         statement = statements[key] = build()

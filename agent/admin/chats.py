@@ -41,8 +41,18 @@ class MessageInline(ContentInline):
     can_delete = False
     ordering = ["-seq"]
     max_num = 0
-    fields = ["seq", "role", "text", "tool_name", "tool_outcome", "notice_code", "model", "cost_usd", "created_at"]
-    readonly_fields = fields
+    readonly_fields = (
+        "seq",
+        "role",
+        "text",
+        "tool_name",
+        "tool_outcome",
+        "notice_code",
+        "model",
+        "cost_usd",
+        "created_at",
+    )
+    fields = readonly_fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Message]:
         return super().get_queryset(request).defer("tool_result", "tool_calls")
@@ -62,7 +72,7 @@ class AttachmentInline(ContentInline):
     extra = 0
     can_delete = False
     max_num = 0
-    fields = [
+    readonly_fields = (
         "file_name",
         "content_type",
         "size",
@@ -72,8 +82,8 @@ class AttachmentInline(ContentInline):
         "message",
         "created_at",
         "extracted",
-    ]
-    readonly_fields = fields
+    )
+    fields = readonly_fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Attachment]:
         rows = super().get_queryset(request).order_by("-created_at")
@@ -98,7 +108,7 @@ class ConversationAdmin(ManageAgentMixin, admin.ModelAdmin):
     list_display = ["chat", "user", "status", "message_count", "cost", "last_message_at"]
     list_filter = ["status"]
     search_fields = ["user__username", "id"]
-    readonly_fields = ["id", "user", "title_hidden", "status", "message_count", "last_message_at", "created_at"]
+    readonly_fields = ("id", "user", "title_hidden", "status", "message_count", "last_message_at", "created_at")
     fields = readonly_fields
     actions = ["archive", "delete_softly", "restore"]
     inlines = [MessageInline, AttachmentInline]
@@ -130,7 +140,7 @@ class ConversationAdmin(ManageAgentMixin, admin.ModelAdmin):
 
     @admin.display(description=_("cost (USD)"), ordering="total_cost")
     def cost(self, obj: Conversation) -> Any:
-        return obj.total_cost or 0
+        return getattr(obj, "total_cost", None) or 0  # annotated by get_queryset
 
     def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
         return False

@@ -97,9 +97,10 @@ class AIRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
         response = super().changelist_view(request, extra_context)
-        changelist = getattr(response, "context_data", {}).get("cl")
-        if changelist is not None:
-            response.context_data["cost_totals"] = (
+        context = response.context_data if isinstance(response, TemplateResponse) else None
+        changelist = (context or {}).get("cl")  # none on a redirect or a refusal
+        if context is not None and changelist is not None:
+            context["cost_totals"] = (
                 changelist.queryset.annotate(day=TruncDate("created_at"))
                 .values("day", "user__username")
                 .annotate(

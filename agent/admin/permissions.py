@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from django.contrib.admin import ModelAdmin
 from django.contrib.admin.filters import FieldListFilter, ListFilter
 from django.contrib.admin.utils import get_fields_from_path
 from django.http import HttpRequest
@@ -16,7 +17,13 @@ SITE_ENDPOINT_FIELDS = ["default_endpoint", "picture_endpoint", "selectable_endp
 USER_ENDPOINT_FIELDS = ["endpoint", "picture_endpoint"]
 
 
-class DeclaredLookupsOnly:
+if TYPE_CHECKING:  # a mixin of model admins: typed as one, a plain class at run time
+    _AdminMixin = ModelAdmin[Any]
+else:
+    _AdminMixin = object
+
+
+class DeclaredLookupsOnly(_AdminMixin):
     """A list page filters only as its own filters and date links do; any other lookup in the
     query string is refused (400), so no field can be probed through the row count.
 
@@ -29,21 +36,21 @@ class DeclaredLookupsOnly:
     def declared_lookups(self, request: Any) -> set[str]:
         """The query-string keys of this page's ``list_filter`` and ``date_hierarchy``."""
         allowed: set[str] = set()
-        for entry in self.get_list_filter(request):  # type: ignore[attr-defined]
+        for entry in self.get_list_filter(request):
             allowed.update(self._filter_parameters(request, entry))
-        hierarchy = self.date_hierarchy  # type: ignore[attr-defined]
+        hierarchy = self.date_hierarchy
         if hierarchy:
             allowed.update(f"{hierarchy}__{part}" for part in ("year", "month", "day"))
         return allowed
 
     def _filter_parameters(self, request: Any, entry: Any) -> list[str]:
-        model = self.model  # type: ignore[attr-defined]
+        model = self.model
         if isinstance(entry, type) and issubclass(entry, ListFilter) and not issubclass(entry, FieldListFilter):
-            return list(entry(request, {}, model, self).expected_parameters())
+            return [p for p in entry(request, {}, model, self).expected_parameters() if p]
         field_path, filter_class = entry if isinstance(entry, (tuple, list)) else (entry, FieldListFilter.create)
         field = get_fields_from_path(model, field_path)[-1]
         spec = filter_class(field, request, {}, model, self, field_path=field_path)
-        return list(spec.expected_parameters())
+        return [p for p in spec.expected_parameters() if p]
 
 
 class ManageAgentMixin(DeclaredLookupsOnly):

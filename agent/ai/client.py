@@ -140,7 +140,7 @@ def complete(
     try:
         stream = on_chunk is not None and adapter.streams()
         body = adapter.request(messages, tools, stream=stream)
-        if stream:
+        if on_chunk is not None and stream:
             response = _create(endpoint, body, deadline, stream=True)
             completion = _read_stream(response, assembly, adapter, started, deadline, on_chunk, watch)
         else:

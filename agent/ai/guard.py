@@ -85,7 +85,7 @@ class Verdict:
     limit: str | None = None
 
 
-_MONEY = DecimalField(max_digits=20, decimal_places=8)
+_MONEY: DecimalField[Decimal, Decimal] = DecimalField(max_digits=20, decimal_places=8)
 
 
 def budget_columns() -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, Callable
 
 from django.db.models import Count, F, QuerySet, Sum, Window
 from django.utils import formats, timezone
@@ -54,7 +54,7 @@ def usage(user: Any, only: tuple[str, ...] | None = None) -> dict[str, Standing]
     the turns running."""
     caps = guard._caps(user)  # the guard's own reading of the caps, overrides first
     since = timezone.now() - guard.WINDOW
-    readers = {
+    readers: dict[str, Callable[[], Standing]] = {
         COST_PER_USER: lambda: _standing(
             COST_PER_USER,
             caps["cost_per_user"],

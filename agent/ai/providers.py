@@ -166,7 +166,9 @@ class OpenAICompatible:
 
     # -- the request ---------------------------------------------------------------------
 
-    def request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, *, stream: bool) -> dict:
+    def request(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, *, stream: bool
+    ) -> dict[str, Any]:
         """The body POSTed to ``/chat/completions``, sent as is."""
         body: dict[str, Any] = {"model": self.endpoint.model, "messages": messages}
         if tools:
@@ -279,7 +281,9 @@ class Unimportable(OpenAICompatible):
     """Stands in for an adapter that cannot be imported: its calls are refused before they reach
     the network (``endpoint_not_configured``), journalled as any failed call."""
 
-    def request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, *, stream: bool) -> dict:
+    def request(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, *, stream: bool
+    ) -> dict[str, Any]:
         raise AIError("endpoint_not_configured")
 
 

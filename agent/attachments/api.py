@@ -73,7 +73,7 @@ def add_attachment(ref: SessionRef, conversation_id: Any, uploaded_file: Any, *,
             attachment.save(force_insert=True)
             transaction.on_commit(lambda: queue_processing(attachment.pk))
     except BaseException:
-        attachment.file.storage.delete(attachment.file.name)
+        attachment.file.storage.delete(attachment.stored_as)
         raise
     return attachment
 
@@ -146,7 +146,7 @@ def open_file(ref: SessionRef, attachment_id: Any, *, impersonated: bool) -> tup
     if row is None:
         raise FileGone()
     try:
-        return row, row.file.storage.open(row.file.name, "rb")
+        return row, row.open_stored()
     except Exception as error:  # each storage fails in its own way (OSError, botocore's ClientError, ...)
         raise downloads.unreadable(row, error) from None
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from typing import IO, Any, AsyncIterator
+from typing import IO, Any, AsyncIterator, Iterator
 
 from asgiref.sync import sync_to_async
 from django.http import FileResponse, HttpResponse
+from django.http.response import HttpResponseBase
 
 from ..errors import FileGone
 from ..models import Attachment
@@ -69,7 +70,9 @@ def entity_tag(attachment: Attachment) -> str:
     return f'"{attachment.pk.hex}"'
 
 
-def respond(attachment: Attachment, handle: IO[bytes], request_headers: Any, **response_options: Any) -> HttpResponse:
+def respond(
+    attachment: Attachment, handle: IO[bytes], request_headers: Any, **response_options: Any
+) -> HttpResponseBase:
     """The response for the owner's open file: 200 whole, 206 one range, 416 no such range.
 
     The file's first chunk is read here, before any header is sent, so a
@@ -86,9 +89,9 @@ def respond(attachment: Attachment, handle: IO[bytes], request_headers: Any, **r
         window.peek()
     except Unsatisfiable:
         handle.close()
-        response = HttpResponse(status=416)
-        response["Content-Range"] = f"bytes */{size}"
-        return _common(response, attachment)
+        unsatisfiable = HttpResponse(status=416)
+        unsatisfiable["Content-Range"] = f"bytes */{size}"
+        return _common(unsatisfiable, attachment)
     except Exception as error:  # each storage fails in its own way (OSError, botocore's ClientError, ...)
         handle.close()
         raise unreadable(attachment, error) from None
@@ -118,7 +121,7 @@ def _range_unless_changed(request_headers: Any, attachment: Attachment, size: in
     return requested_range(request_headers.get("Range"), size)
 
 
-def _common(response: HttpResponse, attachment: Attachment) -> HttpResponse:
+def _common(response: HttpResponseBase, attachment: Attachment) -> HttpResponseBase:
     response["Accept-Ranges"] = "bytes"
     response["ETag"] = entity_tag(attachment)
     return response
@@ -156,6 +159,8 @@ class Window:
 
 class StoredFileResponse(FileResponse):
     """A ``FileResponse`` of a ``Window`` that an ASGI server reads a chunk at a time."""
+
+    _iterator: Iterator[bytes]  # StreamingHttpResponse's own, which its stubs leave out
 
     def __init__(self, window: Window, *, length: int, **kwargs: Any) -> None:
         super().__init__(window, **kwargs)

@@ -69,7 +69,7 @@ def extract(row: Attachment) -> Result:
     if kind is None:
         return Result(error_code="unreadable")
     try:
-        handle = row.file.storage.open(row.file.name, "rb")
+        handle = row.open_stored()
     except Exception as error:  # each storage fails in its own way (OSError, botocore's ClientError, ...)
         return unreadable_in_storage(row, error)
     with handle:
@@ -208,7 +208,7 @@ def parse_answer(out: bytes) -> Result:
 def store(row: Attachment, result: Result) -> str | None:
     """Store the result on a still-pending row and tell the chat's tabs after commit."""
     storage = row.file.storage
-    old_name = row.file.name
+    old_name = row.stored_as
     fields: dict[str, Any] = {
         "status": result.status,
         "error_code": result.error_code,

@@ -149,30 +149,28 @@ def read_picture(source: IO[bytes], limits: dict[str, Any]) -> dict[str, Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("error", Image.DecompressionBombWarning)
         try:
-            with Image.open(source) as image:
-                if image.format != limits["picture_format"]:
+            with Image.open(source) as probed:
+                if probed.format != limits["picture_format"]:
                     raise Failed("unreadable")
-                if image.width * image.height > limits["pixels"]:
+                if probed.width * probed.height > limits["pixels"]:
                     raise Failed("too_many_pixels")
-                image.verify()
+                probed.verify()
             source.seek(0)
-            with Image.open(source) as image:
+            with Image.open(source) as opened:
                 side = limits["max_px"]
-                image.draft("RGB", (side, side))  # JPEG: decode at a reduced scale
-                image.seek(0)
-                image = ImageOps.exif_transpose(image)
+                opened.draft("RGB", (side, side))  # JPEG: decode at a reduced scale
+                opened.seek(0)
+                image = ImageOps.exif_transpose(opened)
                 image.thumbnail((side, side))
                 keeps_alpha = image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info
                 lossless = limits["picture_format"] in ("PNG", "GIF") or keeps_alpha
                 picture = io.BytesIO()
                 if lossless:
-                    image = image.convert("RGBA" if keeps_alpha else "RGB")
                     content_type = "image/png"
-                    image.save(picture, "PNG", optimize=True)
+                    image.convert("RGBA" if keeps_alpha else "RGB").save(picture, "PNG", optimize=True)
                 else:
-                    image = image.convert("RGB")
                     content_type = "image/jpeg"
-                    image.save(picture, "JPEG", quality=85)
+                    image.convert("RGB").save(picture, "JPEG", quality=85)
         except (Image.DecompressionBombError, Image.DecompressionBombWarning):
             raise Failed("too_many_pixels") from None
     return {"ok": True, "text": "", "complete": True, "picture": picture.getvalue(), "content_type": content_type}

@@ -44,7 +44,7 @@ def user_parts(text: str, pictures: Sequence[Attachment]) -> str | list[dict[str
 
 def data_url(picture: Attachment) -> str:
     """The stored picture as a data URL, downscaled again if ``PICTURE_MAX_PX`` shrank since it was read."""
-    with picture.file.storage.open(picture.file.name, "rb") as handle:
+    with picture.open_stored() as handle:
         data = handle.read()  # a re-encoded picture, at most PICTURE_MAX_PX square
     content_type = picture.content_type
     side = agent_settings.PICTURE_MAX_PX

@@ -30,7 +30,7 @@ from ..conf import agent_settings
 from ..errors import InvalidCursor, NotFound
 from ..models import Conversation, Message
 from .client import client_views, conversation_view
-from .store import append_message, db_value
+from .store import append_message, column_of, db_value
 
 topic = events.topic
 
@@ -217,7 +217,7 @@ def _update_owned(scope: Scope, pk: uuid.UUID, **changes: Any) -> Conversation:
     return Conversation.objects.get(pk=pk)
 
 
-def _clean_title(title: Any) -> str:
+def _clean_title(title: object) -> str:
     if not isinstance(title, str) or not title.strip():
         raise ValidationError({"title": _("The title cannot be blank.")}, code="blank")
     title = title.strip()
@@ -255,20 +255,20 @@ def message_view(scope: Scope, conversation_id: Any, message_id: Any) -> dict[st
     )
     if not rows:
         raise NotFound()
-    return client_views(rows, versions=rows[0].agent_has_versions)[0]
+    return client_views(rows, versions=rows[0].agent_has_versions)[0]  # type: ignore[attr-defined]  # the query's
 
 
 @functools.cache
 def _message_of_live_chat() -> str:
     quote = connection.ops.quote_name
     return (
-        f"SELECT m.*, c.{quote(Conversation._meta.get_field('has_versions').column)} AS agent_has_versions "
+        f"SELECT m.*, c.{quote(column_of(Conversation, 'has_versions'))} AS agent_has_versions "
         f"FROM {quote(Message._meta.db_table)} m "
-        f"JOIN {quote(Conversation._meta.db_table)} c ON c.{quote(Conversation._meta.pk.column)} = "  # type: ignore[union-attr]
-        f"m.{quote(Message._meta.get_field('conversation').column)} "
-        f"WHERE m.{quote(Message._meta.pk.column)} = %s AND c.{quote(Conversation._meta.pk.column)} = %s "  # type: ignore[union-attr]
-        f"AND c.{quote(Conversation._meta.get_field('user').column)} = %s "
-        f"AND c.{quote(Conversation._meta.get_field('status').column)} <> %s"
+        f"JOIN {quote(Conversation._meta.db_table)} c ON c.{quote(column_of(Conversation, 'id'))} = "
+        f"m.{quote(column_of(Message, 'conversation'))} "
+        f"WHERE m.{quote(column_of(Message, 'id'))} = %s AND c.{quote(column_of(Conversation, 'id'))} = %s "
+        f"AND c.{quote(column_of(Conversation, 'user'))} = %s "
+        f"AND c.{quote(column_of(Conversation, 'status'))} <> %s"
     )
 
 

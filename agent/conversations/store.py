@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import Field, Model
 from django.db.models.functions import Now
 from django.db.models.signals import post_save, pre_save
 from django.utils import timezone
@@ -117,6 +118,13 @@ def _inserted_fields() -> list[Any]:
 
 
 @functools.lru_cache(maxsize=None)
+def column_of(model: type[Model], name: str) -> str:
+    """The column a field of ``model`` is stored in."""
+    field = model._meta.get_field(name)
+    assert isinstance(field, Field)  # not a relation's reverse side
+    return field.column
+
+
 def _store_sql(fenced: bool, link_turn: bool) -> str:
     """``_store_in_one``'s statement, built once per shape (PostgreSQL's quoting)."""
     quote = connection.ops.quote_name
@@ -129,7 +137,7 @@ def _store_sql(fenced: bool, link_turn: bool) -> str:
             f" AND {quote('expires_at')} > STATEMENT_TIMESTAMP() FOR UPDATE), "  # the database's clock, as leases are
         )
     line_end = quote("line_end")
-    columns = [quote(Message._meta.get_field(name).column) for name in ("seq", "parent")]
+    columns = [quote(column_of(Message, name)) for name in ("seq", "parent")]
     columns += [quote(f.column) for f in _inserted_fields()]
     values = [f"agent_chat.{quote('message_count')}", f"(SELECT {line_end} FROM agent_before)"]
     values += ["%s"] * (len(columns) - 2)
@@ -151,7 +159,7 @@ def _store_sql(fenced: bool, link_turn: bool) -> str:
         f" AND EXISTS (SELECT 1 FROM agent_before) RETURNING {quote('message_count')}), "
         f"agent_stored AS (INSERT INTO {quote(Message._meta.db_table)} ({', '.join(columns)})"
         f" SELECT {', '.join(values)} FROM agent_chat RETURNING {quote('id')} AS id, {quote('seq')} AS seq,"
-        f" {quote(Message._meta.get_field('parent').column)} AS parent)"
+        f" {quote(column_of(Message, 'parent'))} AS parent)"
         f"{link} SELECT seq, parent FROM agent_stored"
     )
 

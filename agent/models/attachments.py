@@ -18,7 +18,7 @@ class _AttachmentStorage(LazyObject):
     """
 
     def _setup(self) -> None:
-        self._wrapped = storages[getattr(settings, "AGENT", {}).get("ATTACHMENT_STORAGE", "default")]
+        self._wrapped: Any = storages[getattr(settings, "AGENT", {}).get("ATTACHMENT_STORAGE", "default")]
 
 
 attachment_storage = _AttachmentStorage()
@@ -80,3 +80,15 @@ class Attachment(models.Model):
     def __str__(self) -> str:
         # The name is the user's words, as a chat's title is: never in a label staff may see.
         return str(self.id)
+
+    @property
+    def stored_as(self) -> str:
+        """The file's name in its storage: every row is created with its file, so it always has one."""
+        name = self.file.name
+        if not name:
+            raise ValueError(f"attachment {self.id} has no stored file")
+        return name
+
+    def open_stored(self) -> Any:
+        """The stored bytes, opened for reading from whichever storage holds them."""
+        return self.file.storage.open(self.stored_as, "rb")

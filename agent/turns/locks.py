@@ -18,6 +18,7 @@ from typing import Any, Iterable
 
 from django.db import connection
 from django.db.models import Count, DateTimeField, ExpressionWrapper, Subquery
+from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Now
 
 from ..conf import agent_settings
@@ -123,7 +124,7 @@ def reclaim_holder(holder: Any) -> int:
     return Lock.objects.filter(holder=holder).update(expires_at=lease_end())
 
 
-def lease_end() -> ExpressionWrapper:
+def lease_end() -> ExpressionWrapper[CombinedExpression]:
     """When a lease taken or extended by this statement runs out, by the database's clock."""
     return ExpressionWrapper(Now() + timedelta(seconds=agent_settings.LOCK_LEASE_S), output_field=DateTimeField())
 

@@ -57,13 +57,14 @@ class TurnEnded(Exception):
 
 def run(turn_id: Any) -> None:
     """Claim the turn (a second delivery finds it claimed), run it, and end it however it ends."""
-    turn = claim(turn_id)
-    if turn is None:
+    claimed = claim(turn_id)
+    if claimed is None:
         return
+    turn = claimed.turn
     end = End(Status.INTERRUPTED, "crashed")
     try:
         with locks.Heartbeat(turn), translation.override(turn.language):
-            end = TurnRunner(turn).run()
+            end = TurnRunner(claimed).run()
     except TurnEnded as ended:
         end = ended.end
     except SoftTimeLimitExceeded:
@@ -91,13 +92,17 @@ def _log_ended_elsewhere(turn: Turn, end: End) -> None:
     )
 
 
-def claim(turn_id: Any) -> Turn | None:
-    """``queued`` → ``running`` in one conditional UPDATE; None when someone has it.
+@dataclass(frozen=True)
+class Claimed:
+    """A turn its worker has just claimed, with what its start needs to know, read in the same transaction."""
 
-    The turn comes back with what its start needs to know, read in the same transaction:
-    ``agent_leases_held`` (its leases extended, none taken over) and ``agent_lapsed_cards``
-    (the chat has waiting cards past their time).
-    """
+    turn: Turn
+    leases_held: bool  # its leases extended, none taken over
+    lapsed_cards: bool  # the chat has waiting cards past their time
+
+
+def claim(turn_id: Any) -> Claimed | None:
+    """``queued`` → ``running`` in one conditional UPDATE; None when someone has it."""
     try:
         pk = uuid.UUID(str(turn_id))
     except ValueError:
@@ -115,9 +120,13 @@ def claim(turn_id: Any) -> Turn | None:
             .annotate(agent_lapsed_cards=Exists(lapsed))
             .get(pk=pk)
         )
-        turn.agent_leases_held = extended == len(locks.turn_locks(turn))
+        claimed = Claimed(
+            turn,
+            leases_held=extended == len(locks.turn_locks(turn)),
+            lapsed_cards=turn.agent_lapsed_cards,
+        )
     events.turn_changed(turn.conversation_id, turn.pk, Status.RUNNING)
-    return turn
+    return claimed
 
 
 def _mark_running(pk: uuid.UUID, now: Any) -> int | None:
@@ -147,8 +156,11 @@ class StoreFailed(Exception):
 
 
 class TurnRunner:
-    def __init__(self, turn: Turn) -> None:
-        self.turn = turn
+    def __init__(self, claimed: Claimed) -> None:
+        self.claimed = claimed
+        self.turn = turn = claimed.turn
+        # None when the endpoint was deleted since the start: the call then fails as not configured
+        self.adapter = providers.adapter_for(turn.endpoint) if turn.endpoint is not None else None
         self.ref = SessionRef(session_key=turn.session_key, user_id=turn.user_id)
         self.this_turn: list[dict[str, Any]] = []
         self.results: list[tuple[int, dict[str, Any]]] = []  # (round, tool message for the model)
@@ -168,7 +180,7 @@ class TurnRunner:
         Runs a turn that ``claim`` returned: its own state was read there, just now.
         """
         self.verify_claimed()
-        if self.turn.agent_lapsed_cards:
+        if self.claimed.lapsed_cards:
             with self.fenced():  # before the chat is read, so a lapsed card does not read as waiting
                 confirmations.settle_lapsed(self.turn.conversation_id)
         limit = agent_settings.HISTORY_CHARS
@@ -200,7 +212,7 @@ class TurnRunner:
 
     def round(self, scope: Scope, number: int, *, last: bool) -> bool:
         """One model call and its tool calls; False when the turn is over."""
-        tools_allowed = not last and providers.adapter_for(self.turn.endpoint).takes_tools()
+        tools_allowed = not last and self.adapter is not None and self.adapter.takes_tools()
         shown = visible_for(scope, allow="all") if tools_allowed else []
         answer_id = uuid.uuid4()
         draft = stream.Draft(self.turn.conversation_id, self.turn.pk, number, check=self.verify)
@@ -228,7 +240,7 @@ class TurnRunner:
             if error.code == "deadline":
                 self._keep_partial(End(Status.DEADLINE), answer_id, draft.text, error.request_id)
                 raise TurnEnded(End(Status.DEADLINE)) from None
-            if number == 1 and self.pictures and providers.adapter_for(self.turn.endpoint).refused_pictures(error):
+            if number == 1 and self.pictures and self.adapter and self.adapter.refused_pictures(error):
                 self._take_pictures_off(pictures_only=True)  # refused with them: once more, without
                 return self.round(scope, number, last=last)
             self.verify()
@@ -348,7 +360,7 @@ class TurnRunner:
     def verify_claimed(self) -> None:
         """The turn's own state as ``claim`` read it: before the user's message is stored, which a
         session that ended since ``start`` must not lose."""
-        held = self.turn.agent_leases_held
+        held = self.claimed.leases_held
         self._judge(
             {
                 "agent_turn_status": Status.RUNNING,
@@ -482,10 +494,10 @@ class TurnRunner:
         message, the off-purpose flag), only while the turn still holds the chat's lease: checked
         and locked in the statement that stores it, and what goes with it in the same transaction."""
         lease = (locks.chat_lock(self.turn.conversation_id), self.turn.pk)
-        flag = off_purpose is not None and not self.flagged
+        flag_reason = None if self.flagged else off_purpose  # one flag per turn
         # Alone, the message's one statement is atomic. A transaction when the flag goes with it, or
         # a savepoint inside a caller's transaction, so a refused message leaves that one usable.
-        own = flag or transaction.get_connection().in_atomic_block
+        own = flag_reason is not None or transaction.get_connection().in_atomic_block
         try:
             with transaction.atomic() if own else contextlib.nullcontext():
                 message = append_message(
@@ -496,8 +508,8 @@ class TurnRunner:
                     link_turn=users_own,
                     **fields,
                 )
-                if flag:
-                    self.flagged = guard.report_off_purpose(self.turn.user, self.turn.pk, off_purpose)
+                if flag_reason is not None:
+                    self.flagged = guard.report_off_purpose(self.turn.user, self.turn.pk, flag_reason)
                 return message
         except LeaseLost:
             raise TurnEnded(End(Status.FAILED, "lock_lost")) from None

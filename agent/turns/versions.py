@@ -180,6 +180,7 @@ def link_files(turn: Turn, message: Message) -> list[Attachment]:
 
 def asked_again(turn: Turn) -> tuple[Message, list[Attachment]]:
     """The stored user message a regenerating turn answers, with its files."""
+    assert turn.user_message_id is not None  # a regenerating turn is started for a stored message
     message = Message.objects.get(pk=turn.user_message_id)
     return message, list(Attachment.objects.filter(message=message).order_by("created_at", "id"))
 
@@ -210,7 +211,7 @@ def _deactivate(conversation_id: Any, from_seq: int) -> int:
     chat = _prep("conversation", conversation_id)
     with connection.cursor() as cursor:
         cursor.execute(sql, [False, chat, True, chat, True, from_seq])
-        return cursor.rowcount
+        return int(cursor.rowcount)
 
 
 def _switch_to(conversation: Conversation, target: Message) -> bool:

@@ -63,7 +63,7 @@ def upload(request: HttpRequest, conversation_id: str) -> HttpResponseBase:
     if declared > limit + MULTIPART_OVERHEAD:  # refused before the body is read
         return _too_large(request, limit)
     cap = _SizeCap(request, limit)
-    request.upload_handlers.insert(0, cap)
+    request.upload_handlers = [cap, *request.upload_handlers]
     return _upload(request, conversation_id, cap)
 
 
@@ -103,7 +103,7 @@ def remove(request: HttpRequest, ref: SessionRef, impersonated: bool, attachment
 
 @require_GET
 @api
-def serve(request: HttpRequest, ref: SessionRef, impersonated: bool, attachment_id: str) -> HttpResponse:
+def serve(request: HttpRequest, ref: SessionRef, impersonated: bool, attachment_id: str) -> HttpResponseBase:
     """The owner's ready file: a picture inline (re-encoded when it was read), anything else as a download.
 
     A ``Range`` request gets its bytes (206) or 416; a stored file that cannot be read is 404.

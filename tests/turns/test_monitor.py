@@ -43,7 +43,7 @@ def running(ref: SessionRef, chat: Any) -> Turn:
     turn = turns.start(ref, chat.pk, "hello", impersonated=False)
     claimed = runner.claim(turn.pk)
     assert claimed is not None
-    return claimed
+    return claimed.turn
 
 
 def expire_leases(turn: Turn) -> None:
@@ -182,7 +182,7 @@ def test_a_worker_claiming_a_turn_that_waited_past_its_lease_gets_it_back(
     turn = turns.start(ref, chat.pk, "hello", impersonated=False)
     expire_leases(turn)  # a busy broker: nothing renews a queued turn's lease
     claimed = runner.claim(turn.pk)
-    assert claimed is not None and locks.held(claimed)
+    assert claimed is not None and claimed.leases_held and locks.held(claimed.turn)
 
 
 def test_request_stop_marks_only_a_live_turn(ref: SessionRef, chat: Any, endpoint: Any) -> None:

@@ -131,11 +131,12 @@ def test_the_check_before_each_tool_call_is_one_statement(ref, chat, user, endpo
     from django.test.utils import CaptureQueriesContext
 
     from agent.models import Turn
-    from agent.turns.runner import TurnRunner
+    from agent.turns.runner import Claimed, TurnRunner
 
     turn = turns.start(ref, chat.pk, "hello", impersonated=False)
     Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.RUNNING)
-    runner = TurnRunner(Turn.objects.select_related("endpoint", "conversation", "user").get(pk=turn.pk))
+    row = Turn.objects.select_related("endpoint", "conversation", "user").get(pk=turn.pk)
+    runner = TurnRunner(Claimed(row, leases_held=True, lapsed_cards=False))
     runner.verify()  # the tool registry and content types are warm, as in a running worker
     with CaptureQueriesContext(connection) as queries:
         scope = runner.verify()

@@ -64,6 +64,22 @@ def test_the_users_message_is_stored_even_when_the_session_ended_before_the_task
     assert model_server.requests == []
 
 
+def test_an_endpoint_deleted_between_the_start_and_the_run_ends_the_turn_as_not_configured(
+    ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer
+) -> None:
+    # given: a turn started on the site's endpoint, which staff delete before a worker takes the turn
+    turn = turns.start(ref, chat.pk, "hello", impersonated=False)
+    endpoint.delete()
+    # when: the turn runs
+    run_turn(str(turn.pk))
+    # then: the call is journalled as not configured and the chat is told, not left with a crashed turn
+    turn.refresh_from_db()
+    assert turn.end_reason != "crashed" and turn.status != Turn.Status.RUNNING
+    assert AIRequest.objects.get().error_code == "endpoint_not_configured"
+    assert shape(chat)[0] == ("user", "") and shape(chat)[-1][0] == "notice"
+    assert model_server.requests == []
+
+
 def test_the_earlier_chat_goes_before_this_turn(
     ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer
 ) -> None:
