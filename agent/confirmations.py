@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
-from typing import Any
+from typing import Any, Callable
 
 from celery.exceptions import SoftTimeLimitExceeded
+from django import forms
+from django.core import validators
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from . import notices
 from .access import Scope, SessionRef, authorize_session
@@ -17,21 +21,37 @@ from .conf import agent_settings
 from .conversations import parse_uuid
 from .errors import Expired, NotFound, NotWaiting
 from .models import Confirmation, Conversation
-from .tools.registry import Tool, ToolContext, ToolResult, compute_fingerprint, may_write, registry
+from .tools.registry import Refused, Tool, ToolContext, ToolResult, compute_fingerprint, may_write, registry
 
 logger = logging.getLogger(__name__)
 Status = Confirmation.Status
 
 
-def confirm(ref: SessionRef, confirmation_id: Any, *, impersonated: bool) -> Confirmation:
-    """Apply the card's change, once, if everything still holds at the click."""
+EDITABLE_TYPES = ("text", "textarea", "integer", "number", "boolean", "choice", "date", "datetime")
+"""The kinds of value a card's field can be edited as; the page gives each a widget of its own."""
+
+
+def confirm(ref: SessionRef, confirmation_id: Any, *, impersonated: bool, edits: Any = None) -> Confirmation:
+    """Apply the card's change, once, if everything still holds at the click.
+
+    ``edits`` maps fields the card offers for editing to the user's values. They go through
+    everything the model's arguments went through (the schema, the tool's own validation, the
+    permission held now); invalid ones raise ``ValidationError`` by field and the card waits on.
+    """
     scope = authorize_session(ref, impersonated=impersonated)
     card = _owned_waiting(scope, confirmation_id)
     tool = registry.get(card.tool_name)
     if tool is None or not may_write(scope, tool):
         return _settle(card, Status.FAILED, "not_permitted")
     ctx = ToolContext(scope.user, scope, card.conversation, card.turn_id, scope.language)
-    return _apply(card, tool, ctx)
+    changed = _changed_fields(card, edits)
+    arguments = {**card.arguments, **changed}
+    if changed:
+        try:
+            _validate_edited(tool, ctx, arguments)
+        except Refused:  # the site's own check refuses the user now: a permission lost since the preview
+            return _settle(card, Status.FAILED, "not_permitted")
+    return _apply(card, tool, ctx, arguments, changed)
 
 
 def cancel(ref: SessionRef, confirmation_id: Any, *, impersonated: bool) -> Confirmation:
@@ -67,7 +87,7 @@ def propose(tool: Tool, ctx: ToolContext, args: dict[str, Any], *, call_id: str,
     try:
         preview = tool.preview(ctx, **args)  # type: ignore[misc]
         fingerprint = compute_fingerprint(tool, ctx, args, preview)
-    except SoftTimeLimitExceeded:  # the turn's deadline, not the preview's failure
+    except (SoftTimeLimitExceeded, Refused, ValidationError):  # the deadline; the site's own refusals
         raise
     except Exception as error:
         logger.exception("agent tool %s: preview failed", tool.name)
@@ -121,6 +141,85 @@ def waiting_duplicate(chat: Conversation, tool_name: str, arguments: dict[str, A
     return any(args == arguments for args in waiting)
 
 
+def editable_fields(preview: Any) -> dict[str, dict[str, Any]]:
+    """The fields a card's preview lets the user change, by name.
+
+    A preview that offers edits is ``{"fields": [{"name", "label", "value", "editable", "type",
+    "choices"?, "old"?}]}``: ``name`` is the argument the value goes to, ``type`` one of
+    ``EDITABLE_TYPES``, ``old`` (an update's) the value it replaces.
+    """
+    fields = preview.get("fields") if isinstance(preview, dict) else None
+    if not isinstance(fields, list):
+        return {}
+    return {
+        f["name"]: f
+        for f in fields
+        if isinstance(f, dict)
+        and f.get("editable")
+        and isinstance(f.get("name"), str)
+        and f.get("type") in EDITABLE_TYPES
+    }
+
+
+NOT_EDITABLE = gettext_lazy("This field cannot be changed on this card.")
+
+
+def _changed_fields(card: Confirmation, edits: Any) -> dict[str, Any]:
+    """The user's edits that change something; any key the card does not offer refuses them all."""
+    if edits is None:
+        return {}
+    if not isinstance(edits, dict):
+        raise ValidationError({"__all__": [_("The edits must map fields to values.")]})
+    offered = editable_fields(card.preview)
+    refused = sorted(key for key in edits if key not in offered)
+    if refused:
+        raise ValidationError({key: [str(NOT_EDITABLE)] for key in refused})
+    return {key: value for key, value in edits.items() if value != offered[key].get("value")}
+
+
+def _validate_edited(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> None:
+    """The edited arguments through the tool's schema, its own validation and its preview (where a
+    tool built from a serializer or a form validates), as the model's went."""
+    problems: dict[str, list[str]] = {}
+    for error in sorted(tool.validator.iter_errors(arguments), key=lambda e: list(e.path)):
+        problems.setdefault(str(error.path[0]) if error.path else "__all__", []).append(_for_a_person(error))
+    if problems:
+        raise ValidationError(problems)
+    try:
+        if tool.validate is not None:
+            tool.validate(ctx, **arguments)
+        tool.preview(ctx, **arguments)  # type: ignore[misc]  # a write tool always has one
+    except ValidationError as invalid:
+        fields = invalid.message_dict if hasattr(invalid, "error_dict") else {"__all__": invalid.messages}
+        raise ValidationError(fields) from None
+
+
+def _for_a_person(error: Any) -> str:
+    """A schema's refusal of an edit in the user's language: Django's own sentence for the same rule
+    (its catalogue has them in every language), else Django's "Enter a valid value"."""
+    rule, limit, value = error.validator, error.validator_value, error.instance
+    checks: dict[str, Callable[[], None]] = {
+        "maxLength": lambda: validators.MaxLengthValidator(limit)(value),
+        "minLength": lambda: validators.MinLengthValidator(limit)(value),
+        "maximum": lambda: validators.MaxValueValidator(limit)(value),
+        "minimum": lambda: validators.MinValueValidator(limit)(value),
+        "enum": lambda: forms.ChoiceField(choices=[(c, c) for c in limit]).clean(value),
+        "type": lambda: _check_type(limit, value),
+    }
+    try:
+        checks.get(rule, lambda: None)()
+    except ValidationError as invalid:
+        return " ".join(invalid.messages)
+    return str(validators.RegexValidator.message)
+
+
+def _check_type(kind: Any, value: Any) -> None:
+    fields = {"integer": forms.IntegerField, "number": forms.FloatField, "string": forms.CharField}
+    field = fields.get(kind) if isinstance(kind, str) else None
+    if field is not None:
+        field().clean(value)
+
+
 def _owned_waiting(scope: Scope, confirmation_id: Any) -> Confirmation:
     pk = parse_uuid(confirmation_id)
     card = (
@@ -139,7 +238,9 @@ def _owned_waiting(scope: Scope, confirmation_id: Any) -> Confirmation:
     return card
 
 
-def _apply(card: Confirmation, tool: Any, ctx: ToolContext) -> Confirmation:
+def _apply(
+    card: Confirmation, tool: Any, ctx: ToolContext, arguments: dict[str, Any], edits: dict[str, Any]
+) -> Confirmation:
     """Claim the card, check the data and run the write in one transaction.
 
     The claim is one conditional UPDATE, so a double click runs the write once.
@@ -147,10 +248,11 @@ def _apply(card: Confirmation, tool: Any, ctx: ToolContext) -> Confirmation:
     with transaction.atomic():
         now = timezone.now()
         if not Confirmation.objects.filter(pk=card.pk, status=Status.WAITING).update(
-            status=Status.DONE, decided_at=now
+            status=Status.DONE, decided_at=now, edits=edits or None
         ):
             raise NotWaiting()
-        status, outcome = _run_write(card, tool, ctx)
+        card.edits = edits or None
+        status, outcome = _run_write(card, tool, ctx, arguments)
         if status != Status.DONE:
             Confirmation.objects.filter(pk=card.pk).update(status=status, outcome=outcome)
         _outcome_notice(card, status)
@@ -158,13 +260,19 @@ def _apply(card: Confirmation, tool: Any, ctx: ToolContext) -> Confirmation:
     return card
 
 
-def _run_write(card: Confirmation, tool: Any, ctx: ToolContext) -> tuple[str, str]:
-    """The write, unless the data changed since the preview; its status and outcome text."""
+def _run_write(card: Confirmation, tool: Any, ctx: ToolContext, arguments: dict[str, Any]) -> tuple[str, str]:
+    """The write, unless the data changed since the preview; its status and outcome text.
+
+    The data is the one the card showed: its digest is taken for the model's arguments, which
+    name the object; the write runs with the arguments as the user left them.
+    """
     try:
         with transaction.atomic():
             if compute_fingerprint(tool, ctx, card.arguments) != card.fingerprint:
                 return Status.STALE, "data_changed"
-            tool.func(ctx, **card.arguments)
+            tool.func(ctx, **arguments)
+    except Refused as refused:  # the site's own checks, run again at the click
+        return Status.FAILED, refused.outcome
     except Exception as error:
         logger.exception("agent card %s: %s failed", card.pk, card.tool_name)
         return Status.FAILED, type(error).__name__
@@ -187,6 +295,7 @@ def _settle(card: Confirmation, status: str, outcome: str) -> Confirmation:
 
 def _outcome_notice(card: Confirmation, status: str) -> None:
     # a deleted chat gets no notice: the card's outcome stays on the card
-    notices.write_unless_gone(
-        card.conversation_id, f"confirmation_{status}", {"tool": card.tool_name}, confirmation=card
-    )
+    params: dict[str, Any] = {"tool": card.tool_name}
+    if card.edits:
+        params["edited"] = True
+    notices.write_unless_gone(card.conversation_id, f"confirmation_{status}", params, confirmation=card)

@@ -30,6 +30,15 @@ _TEXTS = {
     "confirmation_failed": gettext_lazy("Failed: %(tool)s."),
 }
 
+_EDITED_TEXTS = {
+    "confirmation_done": gettext_lazy("Done, with your changes: %(tool)s."),
+    "confirmation_stale": gettext_lazy(
+        "Not done: the data changed since %(tool)s was proposed (your changes were not applied)."
+    ),
+    "confirmation_failed": gettext_lazy("Failed, with your changes: %(tool)s."),
+}
+"""A card the user edited before confirming says so in its outcome."""
+
 _MODEL_FAILED_TEXTS = {
     "endpoint_not_configured": gettext_lazy("No model is configured for the assistant."),
     "endpoint_disabled": gettext_lazy("The assistant's model is switched off."),
@@ -99,7 +108,7 @@ def text(code: str, params: dict[str, Any] | None = None) -> str:
         params.setdefault("status", "?")
         params.setdefault("limit", "?")
     else:
-        known = _TEXTS.get(code)
+        known = (_EDITED_TEXTS.get(code) if params.get("edited") else None) or _TEXTS.get(code)
         if known is None:
             return code
         template = known

@@ -109,12 +109,24 @@ def client_view(message: Message) -> dict[str, Any]:
         view["confirmation"] = {
             "id": str(card.id),
             "status": card.status,
-            "preview": card.preview,
+            "preview": _as_run(card.preview, card.edits),
             "expires_at": card.expires_at.isoformat(),
+            "edited": bool(card.edits),
         }
     elif card is not None:
         view["confirmation"] = {"id": str(card.id), "status": card.status}
     return view
+
+
+def _as_run(preview: Any, edits: Any) -> Any:
+    """The card's preview with the user's edits in it: what the write ran with."""
+    if not edits or not isinstance(preview, dict) or not isinstance(preview.get("fields"), list):
+        return preview
+    fields = [
+        {**f, "value": edits[f["name"]]} if isinstance(f, dict) and f.get("name") in edits else f
+        for f in preview["fields"]
+    ]
+    return {**preview, "fields": fields}
 
 
 def tool_summary(message: Message) -> dict[str, Any]:

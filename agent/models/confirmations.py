@@ -24,6 +24,7 @@ class Confirmation(models.Model):
     call_id = models.CharField(max_length=128)
     arguments = models.JSONField(default=dict)
     preview = models.JSONField(default=dict)
+    edits = models.JSONField(null=True, blank=True)  # what the user changed on the card; server only, as arguments
     fingerprint = models.CharField(max_length=128)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.WAITING)
     expires_at = models.DateTimeField()

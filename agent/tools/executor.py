@@ -6,12 +6,13 @@ import logging
 from typing import Any, Collection, Literal
 
 from celery.exceptions import SoftTimeLimitExceeded
+from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
 
 from .. import confirmations
 from ..access import Scope
 from ..conf import agent_settings
-from .registry import Tool, ToolContext, ToolResult, registry
+from .registry import Refused, Tool, ToolContext, ToolResult, invalid_arguments, registry
 
 logger = logging.getLogger(__name__)
 
@@ -56,10 +57,16 @@ def execute_as(
         details = [f"{'/'.join(map(str, e.path)) or '(root)'}: {e.message}" for e in problems[:5]]
         return ToolResult("invalid_arguments", {"error": "invalid_arguments", "details": details})
     ctx = ToolContext(scope.user, scope, chat, getattr(turn, "pk", None), scope.language)
-    if tool.kind == "write":
-        return confirmations.propose(tool, ctx, args, call_id=call_id, turn=turn)
     try:
+        if tool.validate is not None:
+            tool.validate(ctx, **args)
+        if tool.kind == "write":
+            return confirmations.propose(tool, ctx, args, call_id=call_id, turn=turn)
         return ToolResult("ok", tool.func(ctx, **args))
+    except ValidationError as invalid:
+        return ToolResult("invalid_arguments", invalid_arguments(invalid))
+    except Refused as refused:
+        return ToolResult(refused.outcome, refused.result)
     except SoftTimeLimitExceeded:  # the turn's deadline, not the tool's failure
         raise
     except Exception as error:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable, Literal, Mapping
 
-from django.core.exceptions import ImproperlyConfigured
+from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.utils.functional import Promise
 from django.utils.module_loading import autodiscover_modules
 from jsonschema import Draft202012Validator
@@ -20,6 +20,7 @@ from jsonschema.exceptions import SchemaError
 
 from ..access import read_with_scope
 from ..conf import agent_settings
+from .requests import live_request
 
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 EMPTY_OBJECT = {"type": "object", "properties": {}, "additionalProperties": False}
@@ -40,6 +41,9 @@ class Tool:
     """What a person calls the tool (``gettext_lazy``), shown on its card and in its steps."""
     labels: Mapping[str, Any] = field(default_factory=dict)
     """The preview's keys as a person reads them (``gettext_lazy``); with labels, only these show."""
+    validate: Callable[..., None] | None = None
+    """``validate(ctx, **args)`` raises ``ValidationError`` (by field) for what the schema cannot
+    judge: run on the model's arguments and on every edit the user makes on the card."""
 
     def display_title(self) -> str:
         """The title in the active language, else the tool's name."""
@@ -67,6 +71,29 @@ class ToolContext:
     conversation: Any
     turn_ref: Any
     language: str
+
+    @cached_property
+    def request(self) -> Any:
+        """A GET request of the live session (its user, session and language), for the site's code
+        that takes a request: a DRF view, a form, a helper of its own."""
+        return live_request(self.scope)
+
+
+class Refused(Exception):
+    """Raised by a tool to refuse a call as the site refuses it: ``denied`` (not this user's to
+    do) or ``invalid_arguments`` (the model can correct them); ``result`` is what the model is told."""
+
+    def __init__(self, outcome: Literal["denied", "invalid_arguments"], result: dict[str, Any]) -> None:
+        super().__init__(outcome)
+        self.outcome: Literal["denied", "invalid_arguments"] = outcome
+        self.result = result
+
+
+def invalid_arguments(invalid: ValidationError) -> dict[str, Any]:
+    """A ``ValidationError`` as the model is told it: each field's messages, in the user's language."""
+    fields = invalid.message_dict if hasattr(invalid, "error_dict") else {"__all__": invalid.messages}
+    details = [f"{name}: {text}" if name != "__all__" else text for name, texts in fields.items() for text in texts]
+    return {"error": "invalid_arguments", "details": details}
 
 
 Outcome = Literal["ok", "error", "denied", "invalid_arguments", "needs_confirmation"]
@@ -141,19 +168,20 @@ def agent_tool(
     fingerprint: Callable[..., str] | None = None,
     title: Any = None,
     labels: Mapping[str, Any] | None = None,
+    validate: Callable[..., None] | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare a function as a tool; a bad declaration fails at start-up.
 
     A read runs on the model's call with the session's rights. A write
     (``kind="write"``, with ``module`` and ``preview``) only ever becomes a card.
     ``title`` and ``labels`` (lazy translations) are what the page shows a person
-    for the tool and its preview's keys.
+    for the tool and its preview's keys. A preview of ``{"fields": [...]}`` (see
+    ``agent.confirmations.editable_fields``) lets the user change the fields marked
+    ``editable`` on the card; ``validate`` checks what the schema cannot.
     """
 
     def declare(func: Callable[..., Any]) -> Callable[..., Any]:
         schema = dict(EMPTY_OBJECT) if parameters is None else parameters
-        _validate_declaration(name, kind, description, schema, module, preview)
-        _validate_words(name, title, labels)
         tool = Tool(
             name,
             kind,
@@ -166,12 +194,21 @@ def agent_tool(
             fingerprint,
             title,
             dict(labels or {}),
+            validate,
         )
-        registry.register(tool)
+        declared(tool)
         func.agent_tool = tool  # type: ignore[attr-defined]
         return func
 
     return declare
+
+
+def declared(tool: Tool) -> Tool:
+    """Check a tool's declaration and register it: how every tool enters, hand-written or built
+    from a viewset or a form. A bad declaration fails at start-up."""
+    _validate_declaration(tool.name, tool.kind, tool.description, tool.parameters, tool.module, tool.preview)
+    _validate_words(tool.name, tool.title, tool.labels)
+    return registry.register(tool)
 
 
 def _validate_declaration(name: Any, kind: Any, description: Any, schema: Any, module: Any, preview: Any) -> None:

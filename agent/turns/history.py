@@ -9,6 +9,7 @@ message are not what the user now means. The window is filled from the newest ba
 
 from __future__ import annotations
 
+import json
 from typing import Any, Iterable, Iterator, NamedTuple, Sequence
 
 from django.db.models import Exists, OuterRef, Q
@@ -29,11 +30,18 @@ _OUTCOME_PHRASES = {
 }
 
 
-def confirmation_phrase(tool_name: Any, outcome: str) -> str | None:
-    """The fixed phrase for a card's outcome (or ``"waiting"``), in the active language."""
+def confirmation_phrase(tool_name: Any, outcome: str, edits: Any = None) -> str | None:
+    """The fixed phrase for a card's outcome (or ``"waiting"``), in the active language.
+
+    A card the user edited before it was done says so, with the values the write ran with: the
+    model must not take its own proposal for what happened.
+    """
     phrase = _OUTCOME_PHRASES.get(outcome)
     if phrase is None or not isinstance(tool_name, str) or not tool_name:
         return None
+    if outcome == "done" and isinstance(edits, dict) and edits:
+        edited = json.dumps(edits, ensure_ascii=False, sort_keys=True, default=str)
+        return _("[confirmation] done, edited by the user: %(tool)s %(edits)s") % {"tool": tool_name, "edits": edited}
     return phrase(tool_name)
 
 
@@ -128,7 +136,7 @@ def _entry(
         if not message.confirmation_id or outcome == message.notice_code:
             return None
         decided.add(message.confirmation_id)
-        phrase = confirmation_phrase(_card_tool(message), outcome)
+        phrase = confirmation_phrase(_card_tool(message), outcome, _card_edits(message))
         return {"role": "user", "content": phrase} if phrase else None
     if message.role == Message.Role.TOOL and _is_card(message):
         if message.confirmation_id in decided:
@@ -167,6 +175,15 @@ def _card_tool(notice: Message | _Row) -> str:
     return Confirmation.objects.filter(pk=notice.confirmation_id).values_list("tool_name", flat=True).first() or ""
 
 
+def _card_edits(notice: Message | _Row) -> Any:
+    """What the user changed on the card before confirming it (server only, read for the model)."""
+    if isinstance(notice, _Row):
+        return notice.card_edits
+    if not (notice.notice_params or {}).get("edited") or notice.confirmation_id is None:
+        return None
+    return Confirmation.objects.filter(pk=notice.confirmation_id).values_list("edits", flat=True).first()
+
+
 def _is_card(message: Message | _Row) -> bool:
     return message.tool_outcome == Message.ToolOutcome.NEEDS_CONFIRMATION and bool(message.confirmation_id)
 
@@ -186,6 +203,7 @@ class _Row(NamedTuple):
     notice_params: Any
     confirmation_id: Any
     card_tool: str | None
+    card_edits: Any
     has_files: bool
 
 
@@ -201,6 +219,7 @@ _ROW_FIELDS = (
     "notice_params",
     "confirmation_id",
     "confirmation__tool_name",
+    "confirmation__edits",
     "has_files",
 )
 

@@ -262,8 +262,8 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
         return {"type": "switched", "conversation": str(frame.get("conversation")), "changed": changed}
 
     async def frame_confirm(self, frame: dict[str, Any]) -> dict[str, Any]:
-        card = await self._call(confirmations.confirm, frame.get("confirmation"))
-        return {"type": "decided", "confirmation": str(card.pk), "status": card.status}
+        card = await self._call(confirmations.confirm, frame.get("confirmation"), edits=frame.get("edits"))
+        return {"type": "decided", "confirmation": str(card.pk), "status": card.status, "edited": bool(card.edits)}
 
     async def frame_cancel(self, frame: dict[str, Any]) -> dict[str, Any]:
         card = await self._call(confirmations.cancel, frame.get("confirmation"))

@@ -318,8 +318,9 @@ def version_switch(request: HttpRequest, ref: SessionRef, impersonated: bool, co
 def confirmation_confirm(
     request: HttpRequest, ref: SessionRef, impersonated: bool, confirmation_id: str
 ) -> dict[str, Any]:
-    card = confirmations.confirm(ref, confirmation_id, impersonated=impersonated)
-    return {"confirmation": {"id": str(card.pk), "status": card.status}}
+    edits = read_body(request).get("edits")
+    card = confirmations.confirm(ref, confirmation_id, impersonated=impersonated, edits=edits)
+    return {"confirmation": {"id": str(card.pk), "status": card.status, "edited": bool(card.edits)}}
 
 
 @require_POST

@@ -183,7 +183,11 @@ def test_cards_confirm_once_and_refuse_others(ref, session, endpoint, model_serv
     stranger, _ = login(make_user("notes.add_note"))
     assert post(stranger, "confirmation_confirm", card["id"]).json()["error"] == "not_found"
     done = post(client, "confirmation_confirm", card["id"])
-    assert done.status_code == 200 and done.json()["confirmation"] == {"id": card["id"], "status": "done"}
+    assert done.status_code == 200 and done.json()["confirmation"] == {
+        "id": card["id"],
+        "status": "done",
+        "edited": False,
+    }
     again = post(client, "confirmation_cancel", card["id"])
     assert again.status_code == 409 and again.json()["error"] == "not_waiting"
 

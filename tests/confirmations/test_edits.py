@@ -1,0 +1,189 @@
+"""Cards the user edits before confirming: the edit goes through every check the model's call went
+through, a refused edit leaves the card waiting, and the model reads what really ran."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.core.exceptions import ValidationError
+from django.urls import reverse
+from django.utils import translation
+
+from agent import confirmations
+from agent.models import Confirmation, Message
+from agent.turns import history
+from tests.notes.models import Note
+
+Status = Confirmation.Status
+RENAME_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "note_id": {"type": "integer", "minimum": 1},
+        "title": {"type": "string", "minLength": 1, "maxLength": 20},
+        "pinned": {"type": "boolean"},
+    },
+    "required": ["note_id", "title"],
+    "additionalProperties": False,
+}
+
+
+def _no_shouting(ctx: Any, note_id: int, title: str, pinned: bool = False) -> None:
+    if title.isupper():
+        raise ValidationError({"title": "A title may not be all capitals."})
+
+
+def _rename_preview(ctx: Any, note_id: int, title: str, pinned: bool = False) -> dict[str, Any]:
+    note = Note.objects.get(owner=ctx.user, pk=note_id)
+    return {
+        "fields": [
+            {"name": "note_id", "label": "Note", "value": note_id, "editable": False},
+            {"name": "title", "label": "Title", "value": title, "old": note.title, "editable": True, "type": "text"},
+            {"name": "pinned", "label": "Pinned", "value": pinned, "editable": True, "type": "boolean"},
+        ]
+    }
+
+
+@pytest.fixture
+def renames(declare: Callable[..., Any]) -> list[dict[str, Any]]:
+    """A hand-written write tool whose card offers its title and pin for editing; the calls it ran."""
+    ran: list[dict[str, Any]] = []
+
+    def notes_rename(ctx: Any, **args: Any) -> dict[str, Any]:
+        ran.append(args)
+        Note.objects.filter(owner=ctx.user, pk=args["note_id"]).update(title=args["title"])
+        return {"ok": True}
+
+    declare(
+        notes_rename,
+        name="notes_rename",
+        kind="write",
+        module="notes",
+        permission="notes.change_note",
+        parameters=RENAME_SCHEMA,
+        preview=_rename_preview,
+        validate=_no_shouting,
+    )
+    return ran
+
+
+@pytest.fixture
+def note(user: Any) -> Note:
+    return Note.objects.create(owner=user, title="Buy mlik")
+
+
+@pytest.fixture
+def card(renames: list[dict[str, Any]], note: Note, propose: Callable[..., Confirmation]) -> Confirmation:
+    return propose("notes_rename", {"note_id": note.pk, "title": "Buy mlik!"})
+
+
+def refusal(ref: Any, card: Confirmation, edits: Any) -> dict[str, list[str]]:
+    with pytest.raises(ValidationError) as raised:
+        confirmations.confirm(ref, card.pk, impersonated=False, edits=edits)
+    return raised.value.message_dict
+
+
+def test_a_valid_edit_runs_the_write_once_with_the_users_values(ref, card, note, renames):
+    decided = confirmations.confirm(ref, card.pk, impersonated=False, edits={"title": "Buy milk"})
+
+    assert decided.status == Status.DONE
+    assert renames == [{"note_id": note.pk, "title": "Buy milk"}]
+    note.refresh_from_db()
+    assert note.title == "Buy milk"
+    stored = Confirmation.objects.get(pk=card.pk)
+    assert stored.edits == {"title": "Buy milk"} and stored.arguments["title"] == "Buy mlik!"  # both kept
+    notice = Message.objects.get(role=Message.Role.NOTICE, confirmation=card)
+    assert (notice.notice_code, notice.notice_params) == ("confirmation_done", {"tool": "notes_rename", "edited": True})
+
+
+def test_the_model_reads_that_the_user_edited_the_card_and_the_values_that_ran(ref, card, chat):
+    confirmations.confirm(ref, card.pk, impersonated=False, edits={"title": "Buy milk"})
+
+    window = history.load(chat.pk, {"role": "user", "content": "and now?"}, 10_000)
+
+    said = [m["content"] for m in window if m["role"] == "user"][:-1]
+    assert said == [f"[confirmation] done, edited by the user: notes_rename {json.dumps({'title': 'Buy milk'})}"]
+    assert not any("Buy mlik!" in m["content"] for m in window)  # never the model's guess as if it ran
+
+
+def test_an_edit_the_schema_refuses_leaves_the_card_waiting_with_the_fields_message(ref, card, renames):
+    fields = refusal(ref, card, {"title": "x" * 21})
+
+    assert fields == {"title": ["Ensure this value has at most 20 characters (it has 21)."]}
+    assert Confirmation.objects.get(pk=card.pk).status == Status.WAITING and renames == []
+
+
+@pytest.mark.parametrize(
+    "edits, english",
+    [
+        ({"title": ""}, "Ensure this value has at least 1 character (it has 0)."),
+        ({"pinned": "yes"}, "Enter a valid value."),
+    ],
+)
+def test_a_schema_refusal_is_told_in_the_users_language(ref, card, edits, english):
+    with translation.override("ru"):
+        fields = refusal(ref, card, edits)
+    (messages,) = fields.values()
+    assert messages and messages[0] != english and messages[0].strip()
+    assert refusal(ref, card, edits) == {next(iter(edits)): [english]}
+
+
+def test_an_edit_the_tools_own_validation_refuses_leaves_the_card_waiting(ref, card, note, renames):
+    assert refusal(ref, card, {"title": "BUY MILK"}) == {"title": ["A title may not be all capitals."]}
+    assert Confirmation.objects.get(pk=card.pk).status == Status.WAITING and renames == []
+    # and the card still confirms with a good edit afterwards
+    assert confirmations.confirm(ref, card.pk, impersonated=False, edits={"title": "Milk"}).status == Status.DONE
+
+
+@pytest.mark.parametrize(
+    "edits",
+    [{"note_id": 1}, {"owner": 2}, {"title": "Milk", "note_id": 1}],
+    ids=["a field shown but not editable", "a field the card never offered", "one forged key among good ones"],
+)
+def test_a_key_the_card_does_not_offer_for_editing_refuses_the_whole_edit(ref, card, note, renames, edits):
+    fields = refusal(ref, card, edits)
+
+    assert set(fields) == set(edits) - {"title"}
+    assert Confirmation.objects.get(pk=card.pk).status == Status.WAITING and renames == []
+    note.refresh_from_db()
+    assert note.title == "Buy mlik"
+
+
+def test_edits_that_are_not_a_mapping_are_refused(ref, card, renames):
+    assert refusal(ref, card, ["title", "Milk"]) == {"__all__": ["The edits must map fields to values."]}
+    assert renames == []
+
+
+def test_an_edit_that_changes_nothing_is_no_edit(ref, card, renames):
+    decided = confirmations.confirm(ref, card.pk, impersonated=False, edits={"title": "Buy mlik!", "pinned": False})
+
+    assert decided.status == Status.DONE and not Confirmation.objects.get(pk=card.pk).edits
+    assert renames == [{"note_id": card.arguments["note_id"], "title": "Buy mlik!"}]
+
+
+def test_a_permission_lost_before_an_edited_confirm_refuses_the_write(ref, user, card, renames):
+    user.user_permissions.remove(Permission.objects.get(content_type__app_label="notes", codename="change_note"))
+
+    decided = confirmations.confirm(ref, card.pk, impersonated=False, edits={"title": "Milk"})
+
+    assert decided.status == Status.FAILED and renames == []
+
+
+def test_the_api_answers_a_refused_edit_with_the_fields_messages_and_then_takes_a_good_one(session, card, note):
+    client, _ref = session
+    url = reverse("agent:confirmation_confirm", args=[card.pk])
+
+    refused = client.post(url, {"edits": {"title": "BUY MILK"}}, content_type="application/json")
+    done = client.post(url, {"edits": {"title": "Buy milk"}}, content_type="application/json")
+
+    assert refused.status_code == 400
+    assert refused.json()["fields"] == {"title": ["A title may not be all capitals."]}
+    assert done.status_code == 200 and done.json()["confirmation"] == {
+        "id": str(card.pk),
+        "status": "done",
+        "edited": True,
+    }
+    note.refresh_from_db()
+    assert note.title == "Buy milk"
