@@ -1,6 +1,12 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
+from rest_framework.routers import SimpleRouter
+
+from tests.notes.api import NoteViewSet
+
+router = SimpleRouter()
+router.register("notes", NoteViewSet, basename="note")
 
 urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
@@ -8,4 +14,5 @@ urlpatterns = [
     path("i18n/", include("django.conf.urls.i18n")),
     path("admin/", admin.site.urls),
     path("assistant/", include("agent.urls")),
+    path("api/", include(router.urls)),  # the test site's own REST API, which tools are built from
 ]

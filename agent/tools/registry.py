@@ -182,6 +182,8 @@ def agent_tool(
 
     def declare(func: Callable[..., Any]) -> Callable[..., Any]:
         schema = dict(EMPTY_OBJECT) if parameters is None else parameters
+        _validate_declaration(name, kind, description, schema, module, preview)  # before the Tool reads them
+        _validate_words(name, title, labels)
         tool = Tool(
             name,
             kind,
@@ -196,7 +198,7 @@ def agent_tool(
             dict(labels or {}),
             validate,
         )
-        declared(tool)
+        registry.register(tool)
         func.agent_tool = tool  # type: ignore[attr-defined]
         return func
 
@@ -204,8 +206,8 @@ def agent_tool(
 
 
 def declared(tool: Tool) -> Tool:
-    """Check a tool's declaration and register it: how every tool enters, hand-written or built
-    from a viewset or a form. A bad declaration fails at start-up."""
+    """Check a built tool's declaration and register it, as ``agent_tool`` does for a hand-written
+    one: how the tools made from a site's viewsets and forms enter. A bad one fails at start-up."""
     _validate_declaration(tool.name, tool.kind, tool.description, tool.parameters, tool.module, tool.preview)
     _validate_words(tool.name, tool.title, tool.labels)
     return registry.register(tool)

@@ -1,0 +1,81 @@
+"""The test site's REST API of notes: each rule a real site's viewset would hold refuses something.
+
+- ``get_queryset``: a user sees their own notes and the notes titled "[shared] ..." of others;
+- object permission: only a note's owner changes or deletes it (a shared note reads, 403 to change);
+- model permissions (``DjangoModelPermissions``): adding, changing, deleting need ``notes.*_note``;
+- a throttle: three new notes per user and hour;
+- the serializer: a title may not be all capitals, and is at most 200 characters.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Q
+from rest_framework import filters, pagination, permissions, serializers, throttling, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from .models import Note
+
+
+class NoteSerializer(serializers.ModelSerializer):
+    owner = serializers.ReadOnlyField(source="owner.username")
+
+    class Meta:
+        model = Note
+        fields = ["id", "title", "body", "owner"]
+        extra_kwargs = {"title": {"help_text": "A short name for the note."}}
+
+    def validate_title(self, value: str) -> str:
+        if value.isupper():
+            raise serializers.ValidationError("A title may not be all capitals.")
+        return value
+
+
+class OwnerChanges(permissions.BasePermission):
+    """Anyone who sees a note reads it; only its owner changes it."""
+
+    def has_object_permission(self, request: Any, view: Any, obj: Note) -> bool:
+        return request.method in permissions.SAFE_METHODS or obj.owner_id == request.user.pk
+
+
+class NewNotes(throttling.UserRateThrottle):
+    """Three new notes per user and hour; other actions are not counted."""
+
+    rate = "3/hour"
+    scope = "new_notes"
+
+    def allow_request(self, request: Any, view: Any) -> bool:
+        return view.action != "create" or super().allow_request(request, view)
+
+
+class SmallPages(pagination.PageNumberPagination):
+    page_size = 2
+
+
+class NoteViewSet(viewsets.ModelViewSet):
+    """The signed-in user's notes, and the notes others share."""
+
+    queryset = Note.objects.all()
+    serializer_class = NoteSerializer
+    permission_classes = [permissions.DjangoModelPermissions, OwnerChanges]
+    throttle_classes = [NewNotes]
+    filter_backends = [filters.SearchFilter, filters.OrderingFilter]
+    search_fields = ["title", "body"]
+    ordering_fields = ["title", "id"]
+    pagination_class = SmallPages
+
+    def get_queryset(self) -> Any:
+        return Note.objects.filter(Q(owner=self.request.user) | Q(title__startswith="[shared]")).order_by("id")
+
+    def perform_create(self, serializer: Any) -> None:
+        serializer.save(owner=self.request.user)
+
+    @action(detail=True, methods=["post"])
+    def archive(self, request: Any, pk: Any = None) -> Response:
+        """Mark a note archived: its title gets "[archived]" in front."""
+        note = self.get_object()
+        note.title = f"[archived] {note.title}"
+        note.save(update_fields=["title"])
+        return Response({"id": note.pk, "title": note.title})
