@@ -21,7 +21,10 @@ from tests.support.waiting import free_port, wait_until
 from .live_site import Visitor, frames_until, log_tail, next_frame, start, stop, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
-NOTES_TOOLS = [{"type": "function", "function": {"name": n}} for n in ("notes_search", "notes_read", "notes_create")]
+NOTES_TOOLS = [
+    {"type": "function", "function": {"name": n}}
+    for n in ("notes_search", "notes_read", "notes_create", "notes_update")
+]
 
 
 def test_offline_model_searches_before_it_proposes_a_note():
@@ -37,6 +40,16 @@ def test_offline_model_searches_before_it_proposes_a_note():
     )
     call = second["tool_calls"][0]["function"]
     assert call["name"] == "notes_create" and '"Buy milk"' in call["arguments"]
+
+
+def test_offline_model_finds_the_note_before_it_proposes_to_rename_it():
+    asked = {"role": "user", "content": "rename my note about milk to oat milk"}
+    first = offline.reply([asked], NOTES_TOOLS)
+    assert first["tool_calls"][0]["function"] == {"name": "notes_search", "arguments": '{"search": "milk"}'}
+    found = {"role": "tool", "tool_call_id": "x", "content": '[{"id": 7, "title": "Buy milk"}]'}
+    second = offline.reply([asked, first, found], NOTES_TOOLS)
+    call = second["tool_calls"][0]["function"]
+    assert (call["name"], json.loads(call["arguments"])) == ("notes_update", {"pk": 7, "title": "oat milk"})
 
 
 def test_offline_model_quotes_the_first_line_of_each_file_and_names_each_picture():
@@ -69,7 +82,7 @@ def test_offline_model_streams_its_answers_a_word_at_a_time_and_its_tool_calls_w
     assert answer.content == offline.reply([{"role": "user", "content": "hello"}], [])["content"]
     assert len(set(seen)) > 5 and all(answer.content.startswith(text) for text in seen)
     search, _seen = ask("find notes about milk", NOTES_TOOLS)
-    assert [(c.name, c.arguments) for c in search.tool_calls] == [("notes_search", '{"query": "milk"}')]
+    assert [(c.name, c.arguments) for c in search.tool_calls] == [("notes_search", '{"search": "milk"}')]
 
 
 def test_the_demo_serves_the_chat_page_and_makes_a_note_once_its_card_is_confirmed(tmp_path):

@@ -71,9 +71,13 @@ def register_viewset(
     module: str | None = None,
     names: Mapping[str, str] | None = None,
     descriptions: Mapping[str, str] | None = None,
+    titles: Mapping[str, Any] | None = None,
 ) -> list[Tool]:
     """One tool per action of the viewset (``actions`` picks some): reads for ``list`` and
-    ``retrieve``, writes of ``module`` (default: the model's app label) for the rest."""
+    ``retrieve``, writes of ``module`` (default: the model's app label) for the rest.
+
+    ``names``, ``descriptions`` and ``titles`` (what the page calls a tool: lazy translations)
+    replace, by action, what is made from the viewset, its docstrings and its model's name."""
     found = _actions(viewset_class, basename)
     wanted = list(actions) if actions is not None else list(found)
     unknown = sorted(set(wanted) - set(found))
@@ -95,7 +99,7 @@ def register_viewset(
             module=write_module if action.writes else None,
             preview=_preview(action) if action.writes else None,
             fingerprint=_fingerprint(action) if action.writes and action.detail else None,
-            title=_title(action, model),
+            title=(titles or {}).get(name) or _title(action, model),
         )
         tools.append(declared(tool))
     return tools

@@ -3,9 +3,9 @@
 The demo starts it on 127.0.0.1 when no real endpoint is configured, and points
 an endpoint row at it, so a demo turn goes through ``complete()`` and the real
 ``openai`` client like any other. It belongs to the host site, not to
-``agent``, and only ever runs inside the demo command. It understands two
-requests about notes, "create a note: <title>" and "find notes about
-<words>", in English and Russian; a request for a poem, a joke or the weather
+``agent``, and only ever runs inside the demo command. It understands three
+requests about notes, "create a note: <title>", "find notes about <words>" and
+"rename my note about <words> to <title>", in English and Russian; a request for a poem, a joke or the weather
 is answered as off purpose, with the marker the system prompt asks for (its
 turn's nonce included); anything else gets help.
 """
@@ -26,6 +26,10 @@ MODEL_NAME = "offline-demo"
 LABEL = {"en": "_(offline demo model: no AI service is configured)_", "ru": "_(офлайн-демо: модель не подключена)_"}
 CREATE = re.compile(r"\b(create|add|make|new|write|remember)\b|созда|добав|запиш|нов", re.I)
 SEARCH = re.compile(r"\b(find|search|list|show|which|what)\b|найд|поиск|покаж|какие|спис", re.I)
+RENAME = re.compile(
+    r"\brename\b.*?\babout\s+(?P<about>.+?)\s+to\s+(?P<title>.+)$|переименуй.*?\bпро\s+(?P<ru_about>.+?)\s+в\s+(?P<ru_title>.+)$",
+    re.I,
+)
 OFF_PURPOSE = re.compile(r"\b(poem|poetry|joke|weather)\b|стих|анекдот|шутк|погод", re.I)
 PROMPT_MARKER = re.compile(re.escape(marker_example("NONCE")).replace("NONCE", r"(\S+)"))
 """The marker as the system prompt shows it: the nonce is what to copy."""
@@ -46,16 +50,22 @@ def reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[s
     if last.get("role") == "user" and nonce and off_purpose:
         marker = f"{MARKER_OPEN} {nonce} {off_purpose.group(0).lower()}{MARKER_CLOSE}"
         return _text(_say(lang, "off_purpose"), lang, marker=marker)
-    wants_create = bool(CREATE.search(user_text))
+    wants_create, rename = bool(CREATE.search(user_text)), RENAME.search(user_text.strip())
     if last.get("role") == "tool":
         result = _json(last.get("content"))
+        found = _notes(result)
+        if rename and found and "notes_update" in names:
+            title = (rename.group("title") or rename.group("ru_title")).strip(" \"'«».")
+            return _call("notes_update", {"pk": found[0].get("id"), "title": title}, _say(lang, "rename", title=title))
         if wants_create and "notes_create" in names:
             title = _title(user_text)
             return _call("notes_create", {"title": title, "body": ""}, _say(lang, "propose", title=title))
         return _text(_summary(result, lang), lang)
+    if rename and "notes_search" in names:
+        return _call("notes_search", {"search": (rename.group("about") or rename.group("ru_about")).strip()}, "")
     if (wants_create or SEARCH.search(user_text)) and "notes_search" in names:
         query = _title(user_text) if wants_create else _words(user_text)
-        return _call("notes_search", {"query": query}, "")
+        return _call("notes_search", {"search": query}, "")
     return _text(_say(lang, "help"), lang)
 
 
@@ -102,14 +112,20 @@ def _say(lang: str, key: str, **params: Any) -> str:
     texts = {
         "read": {"en": "I read your files; each begins so:", "ru": "Я прочитал ваши файлы; вот их начало:"},
         "help": {
-            "en": "I am the offline demo model. Try **create a note: Buy milk** or **find notes about milk**.",
-            "ru": "Я офлайн-демо. Попробуйте **создай заметку: Купить молоко** или **найди заметки про молоко**.",
+            "en": "I am the offline demo model. Try **create a note: Buy milk**, **find notes about milk** or "
+            "**rename my note about milk to oat milk**.",
+            "ru": "Я офлайн-демо. Попробуйте **создай заметку: Купить молоко**, **найди заметки про молоко** или "
+            "**переименуй заметку про молоко в овсяное молоко**.",
         },
         "propose": {
             "en": "I will create the note **{title}** once you confirm it.",
             "ru": "Создам заметку **{title}**, когда вы подтвердите.",
         },
         "none": {"en": "I found no notes.", "ru": "Заметок не нашлось."},
+        "rename": {
+            "en": "I will rename the note to **{title}** once you confirm it (you can change the title on the card).",
+            "ru": "Переименую заметку в **{title}**, когда вы подтвердите (название можно поправить на карточке).",
+        },
         "off_purpose": {
             "en": "That is not what this assistant is for: it helps with your notes.",
             "ru": "Этот помощник не для этого: он помогает с заметками.",
@@ -119,8 +135,14 @@ def _say(lang: str, key: str, **params: Any) -> str:
     return texts[key][lang].format(**params)
 
 
+def _notes(result: Any) -> list[dict[str, Any]]:
+    """The notes a search answered with: the list itself, or a page's results."""
+    notes = result.get("results") if isinstance(result, dict) else result
+    return [n for n in notes if isinstance(n, dict)] if isinstance(notes, list) else []
+
+
 def _summary(result: Any, lang: str) -> str:
-    notes = result.get("notes") if isinstance(result, dict) else None
+    notes = _notes(result)
     if not notes:
         return _say(lang, "none")
     lines = [f"- {n.get('title', '')}" for n in notes[:10] if isinstance(n, dict)]
