@@ -6,6 +6,7 @@ import hashlib
 import time
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.utils.translation import gettext_lazy as _
 
 from agent.tools import agent_tool
@@ -92,5 +93,42 @@ def _current_text(ctx: Any, note_id: int, body: str) -> str:
 )
 def notes_update(ctx: Any, note_id: int, body: str) -> dict[str, Any]:
     if not Note.objects.filter(owner=ctx.user, pk=note_id).update(body=body):
+        raise Note.DoesNotExist()
+    return {"id": note_id}
+
+
+def _no_shouting(ctx: Any, note_id: int, title: str) -> None:
+    if title.isupper():
+        raise ValidationError({"title": "A title may not be all capitals."})
+
+
+def _retitle_preview(ctx: Any, note_id: int, title: str) -> dict[str, Any]:
+    """The note's current title beside the new one, which the user may change on the card."""
+    current = Note.objects.filter(owner=ctx.user, pk=note_id).values_list("title", flat=True).first()
+    return {
+        "fields": [
+            {"name": "note_id", "label": "Note", "value": note_id, "editable": False},
+            {"name": "title", "label": "Title", "value": title, "old": current, "editable": True, "type": "text"},
+        ]
+    }
+
+
+@agent_tool(
+    name="notes_retitle",
+    kind="write",
+    module="notes",
+    permission="notes.change_note",
+    description="Give a note a new title; the user confirms it on a card first and may change the title there.",
+    title=_("Rename a note"),
+    preview=_retitle_preview,
+    validate=_no_shouting,
+    parameters={
+        **OBJECT,
+        "required": ["note_id", "title"],
+        "properties": {"note_id": {"type": "integer", "minimum": 1}, "title": {"type": "string", "maxLength": 200}},
+    },
+)
+def notes_retitle(ctx: Any, note_id: int, title: str) -> dict[str, Any]:
+    if not Note.objects.filter(owner=ctx.user, pk=note_id).update(title=title):
         raise Note.DoesNotExist()
     return {"id": note_id}

@@ -42,11 +42,11 @@ function addMessage(view) {
     return;
   }
   if (view.role === "notice" && view.confirmation) {
-    setCardStatus(view.confirmation.id, view.confirmation.status);
+    setCardStatus(view.confirmation.id, view.confirmation.status, Boolean((view.notice_params || {}).edited));
   }
   if (state.messages.has(view.id)) {
     if (view.role === "tool" && view.confirmation) {
-      setCardStatus(view.confirmation.id, view.confirmation.status);
+      setCardStatus(view.confirmation.id, view.confirmation.status, view.confirmation.edited);
     }
     return;
   }
