@@ -25,8 +25,19 @@ export function connect() {
     return;
   }
   const scheme = location.protocol === "https:" ? "wss://" : "ws://";
-  const socket = new WebSocket(scheme + location.host + config.websocket_path);
   const trial = link.fallback; // tried in the background while the event stream serves the page
+  let socket;
+  try {
+    socket = new WebSocket(scheme + location.host + config.websocket_path);
+  } catch (error) {
+    // Refused outright (a policy or an extension that forbids websockets): the event stream serves the page.
+    if (trial) {
+      tryAgainLater();
+    } else {
+      fallBack();
+    }
+    return;
+  }
   let opened = false;
   if (!trial) {
     state.socket = socket;
