@@ -9,7 +9,8 @@ from django.utils import translation
 from django.utils.translation import gettext_lazy
 
 from agent.notices import tone as notice_tone
-from agent.web.rendering import card_fields, page_view
+from agent.presentation import card_fields
+from agent.web.rendering import page_view
 
 
 def noop(ctx: Any, **args: Any) -> dict[str, Any]:
