@@ -92,6 +92,7 @@ def test_saving_the_endpoint_form_without_a_key_keeps_the_key(db):
         "model": "m2",
         "input_price_per_mtok": "0",
         "output_price_per_mtok": "0",
+        "audio_price_per_minute": "0",
         "timeout_s": "60",
         "enabled": "on",
         "supports_tools": "on",

@@ -16,10 +16,13 @@ from ..ai import AIError, complete, limits, providers
 from ..ai import endpoints as endpoint_rules
 from ..conf import agent_settings
 from ..models import AgentSettings, Endpoint, UserSettings
-from .permissions import ManageAgentMixin, may_manage_endpoints, may_read_content
-
-SITE_ENDPOINT_FIELDS = ["default_endpoint", "picture_endpoint", "selectable_endpoints"]
-USER_ENDPOINT_FIELDS = ["endpoint", "picture_endpoint"]
+from .permissions import (
+    SITE_ENDPOINT_FIELDS,
+    USER_ENDPOINT_FIELDS,
+    ManageAgentMixin,
+    may_manage_endpoints,
+    may_read_content,
+)
 
 
 class EndpointForm(forms.ModelForm):
@@ -235,8 +238,8 @@ class UserSettingsAdmin(ManageAgentMixin, admin.ModelAdmin):
     """A user's own instructions are theirs: never editable here, shown to content readers only."""
 
     list_display = ["user", "enabled", "language", "endpoint_in_effect", "daily_cost_cap", "daily_turns_cap"]
-    exclude = ["instructions"]
-    readonly_fields = ["endpoint_in_effect", "picture_endpoint_in_effect", "limits_now"]
+    exclude = ["instructions", "speech_endpoint_set_by"]
+    readonly_fields = ["endpoint_in_effect", "picture_endpoint_in_effect", "speech_endpoint_in_effect", "limits_now"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         """A personal endpoint is for ``agent.manage_endpoints`` holders to set."""
@@ -260,6 +263,10 @@ class UserSettingsAdmin(ManageAgentMixin, admin.ModelAdmin):
     def picture_endpoint_in_effect(self, obj: UserSettings) -> str:
         return choice_label(endpoint_rules.effective(obj.user, pictures=True, user_settings=obj))
 
+    @admin.display(description=_("speech endpoint in effect"))
+    def speech_endpoint_in_effect(self, obj: UserSettings) -> str:
+        return choice_label(endpoint_rules.speech(obj.user, user_settings=obj))
+
     @admin.display(description=_("limits now"))
     def limits_now(self, obj: UserSettings) -> str:
         """The user's standing against each cap, as the user is told it."""
@@ -278,7 +285,7 @@ class UserSettingsAdmin(ManageAgentMixin, admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: UserSettings, form: Any, change: bool) -> None:
         """An endpoint chosen here is staff's: it may be any endpoint, and the user cannot pick over it."""
-        for field in ("endpoint", "picture_endpoint"):
+        for field in USER_ENDPOINT_FIELDS:
             if field in form.changed_data or not change:
                 chosen = getattr(obj, field) is not None
                 setattr(obj, f"{field}_set_by", UserSettings.SetBy.STAFF if chosen else UserSettings.SetBy.NOBODY)

@@ -13,8 +13,8 @@ from django.http import HttpRequest
 MANAGE = "agent.manage_agent"
 MANAGE_ENDPOINTS = "agent.manage_endpoints"
 VIEW_CONTENT = "agent.view_chat_content"
-SITE_ENDPOINT_FIELDS = ["default_endpoint", "picture_endpoint", "selectable_endpoints"]
-USER_ENDPOINT_FIELDS = ["endpoint", "picture_endpoint"]
+SITE_ENDPOINT_FIELDS = ["default_endpoint", "picture_endpoint", "speech_endpoint", "selectable_endpoints"]
+USER_ENDPOINT_FIELDS = ["endpoint", "picture_endpoint", "speech_endpoint"]
 
 
 if TYPE_CHECKING:  # a mixin of model admins: typed as one, a plain class at run time

@@ -47,7 +47,7 @@ _clients: dict[Any, tuple[tuple[Any, ...], Any]] = {}
 _clients_lock = threading.Lock()
 
 
-def _client_for(endpoint: Endpoint) -> Any:
+def client_for(endpoint: Endpoint) -> Any:
     """One ``openai.OpenAI`` per endpoint per process (its connection pool is reused).
 
     An endpoint edited in the admin gets a new client; the old one is closed.
@@ -126,9 +126,9 @@ def complete(
         "model": getattr(endpoint, "model", "") or "",
     }
     if endpoint is None:
-        raise _fail(journal, AIError("endpoint_not_configured"))
+        raise journal_failure(journal, AIError("endpoint_not_configured"))
     if not endpoint.enabled:
-        raise _fail(journal, AIError("endpoint_disabled"))
+        raise journal_failure(journal, AIError("endpoint_disabled"))
     if admission is not None:
         limit = budget.limit if budget is not None else guard.limit_reached(user)
         if limit is not None:
@@ -147,16 +147,16 @@ def complete(
             completion = _read(_create(endpoint, body, deadline), adapter, started)
     except Interrupted as interrupted:
         code = "deadline" if _seconds_left(deadline) <= 0 else "interrupted"
-        failed = _fail(journal, AIError(code), started, _spent(adapter, messages, assembly))
+        failed = journal_failure(journal, AIError(code), started, _spent(adapter, messages, assembly))
         interrupted.reason.request_id = failed.request_id  # type: ignore[attr-defined]
         raise interrupted.reason from None
     except AIError as error:
-        raise _fail(journal, error, started, _spent(adapter, messages, assembly)) from None
+        raise journal_failure(journal, error, started, _spent(adapter, messages, assembly)) from None
     except SoftTimeLimitExceeded:  # the task's own deadline, landing inside the call
-        _fail(journal, AIError("deadline"), started, _spent(adapter, messages, assembly))
+        journal_failure(journal, AIError("deadline"), started, _spent(adapter, messages, assembly))
         raise
     except Exception as error:  # every SDK error becomes a code; provider text is never kept
-        raise _fail(journal, adapter.error(error), started) from None
+        raise journal_failure(journal, adapter.error(error), started) from None
     row = AIRequest.objects.create(
         **journal | {"model": completion.model or journal["model"]},
         status=AIRequest.Status.SUCCESS,
@@ -181,7 +181,7 @@ def _create(endpoint: Endpoint, body: dict[str, Any], deadline: datetime | None,
     """
     import openai
 
-    client = _client_for(endpoint)
+    client = client_for(endpoint)
     retries = agent_settings.MODEL_MAX_RETRIES
     attempt = 0
     while True:
@@ -223,9 +223,10 @@ def _seconds_left(deadline: datetime | None) -> float:
     return (deadline - timezone.now()).total_seconds()
 
 
-def _fail(
+def journal_failure(
     journal: dict[str, Any], error: AIError, started: float | None = None, spent: dict[str, Any] | None = None
 ) -> AIError:
+    """The failed call's journal row, delivered to the usage sinks; ``error`` carries the row's id."""
     latency = int((time.monotonic() - started) * 1000) if started is not None else 0
     row = AIRequest.objects.create(
         **journal,

@@ -46,11 +46,22 @@ def effective(user: Any, *, pictures: bool = False, user_settings: Any = None) -
     return _choose(own, "endpoint", site, site.default_endpoint)
 
 
+def speech(user: Any, *, user_settings: Any = None) -> Choice:
+    """The endpoint that turns ``user``'s voice into text: their own (chosen as a chat endpoint is),
+    else the site's speech endpoint; its ``endpoint`` is None when neither can transcribe now."""
+    own = user_settings if user_settings is not None else _own_settings(user)
+    return _speech(own, AgentSettings.current())
+
+
 def chosen(user: Any, *, user_settings: Any = None) -> dict[str, Choice]:
-    """Both choices at once, for the panel and the admin: ``{"chat": ..., "pictures": ...}``."""
+    """Every choice at once, for the panel and the admin: ``{"chat": ..., "pictures": ..., "speech": ...}``."""
     own = user_settings if user_settings is not None else _own_settings(user)
     site = AgentSettings.current()
-    return {"chat": _choose(own, "endpoint", site, site.default_endpoint), "pictures": _pictures(own, site)}
+    return {
+        "chat": _choose(own, "endpoint", site, site.default_endpoint),
+        "pictures": _pictures(own, site),
+        "speech": _speech(own, site),
+    }
 
 
 def personal_problem(endpoint: Endpoint | None, set_by: str, allowed: set[int]) -> str:
@@ -72,7 +83,7 @@ def allowed_ids(site: AgentSettings | None = None) -> set[int]:
 
 def _own_settings(user: Any) -> UserSettings | None:
     pk = getattr(user, "pk", user)
-    related = ("endpoint", "picture_endpoint")
+    related = ("endpoint", "picture_endpoint", "speech_endpoint")
     return UserSettings.objects.filter(user_id=pk).select_related(*related).first()
 
 
@@ -89,6 +100,17 @@ def _choose(own: UserSettings | None, field: str, site: AgentSettings, default: 
     if problem:
         return Choice(default, FALLBACK, problem)
     return Choice(endpoint, PERSONAL)
+
+
+def _speech(own: UserSettings | None, site: AgentSettings) -> Choice:
+    """The user's speech endpoint while it can transcribe, else the site's (only one that can)."""
+    site_speech = site.speech_endpoint
+    if site_speech is not None and not (site_speech.enabled and site_speech.supports_transcription):
+        site_speech = None
+    choice = _choose(own, "speech_endpoint", site, site_speech)
+    if choice.source == PERSONAL and choice.endpoint is not None and not choice.endpoint.supports_transcription:
+        return Choice(site_speech, FALLBACK, NOT_ALLOWED)
+    return choice
 
 
 def _pictures(own: UserSettings | None, site: AgentSettings) -> Choice:

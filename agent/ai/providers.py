@@ -241,6 +241,32 @@ class OpenAICompatible:
         )
         return prices / Decimal(1_000_000)
 
+    # -- speech ----------------------------------------------------------------------------
+
+    def transcription_request(self, audio: bytes, name: str) -> dict[str, Any]:
+        """The arguments of the SDK's ``audio.transcriptions.create`` for one recording."""
+        return {"model": self.endpoint.model, "file": (name, audio), "response_format": "json"}
+
+    def transcript(self, result: Any) -> str:
+        """The words of a transcription's answer; an answer without them is ``invalid_response``."""
+        text = getattr(result, "text", None)
+        if not isinstance(text, str):
+            raise AIError("invalid_response")
+        return text.strip()
+
+    def transcribed_seconds(self, result: Any) -> float | None:
+        """The speech's length as the server counted it, when it says (OpenAI's ``usage`` of type
+        ``duration``, or ``duration`` as whisper servers give it)."""
+        usage_data = getattr(result, "usage", None)
+        for value in (getattr(usage_data, "seconds", None), getattr(result, "duration", None)):
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+                return float(value)
+        return None
+
+    def audio_price(self, seconds: int) -> Decimal:
+        """Speech at the endpoint's price per minute."""
+        return self.endpoint.audio_price_per_minute * Decimal(seconds) / Decimal(60)
+
     # -- failures --------------------------------------------------------------------------
 
     def error(self, error: Exception) -> AIError:

@@ -7,7 +7,7 @@ Wrapped, the app answers 413 at once when ``Content-Length`` is over the
 limit, and stops reading a chunked body as soon as it passes it.
 
 The limit is ``AGENT["MAX_REQUEST_BYTES"]``; unset, the larger of the biggest
-file a user may attach (plus room for the form around it) and Django's
+file a user may attach or recording they may send (plus room for the form around it) and Django's
 ``DATA_UPLOAD_MAX_MEMORY_SIZE``; 0 turns the wrapper off. A server that reads
 the body before it calls the app (daphne does) still reads it: put the same
 limit on the front proxy too.
@@ -37,7 +37,8 @@ def max_request_bytes() -> int:
     configured = agent_settings.MAX_REQUEST_BYTES
     if configured is not None:
         return int(configured)
-    return max(agent_settings.MAX_FILE_BYTES + FORM_MARGIN_BYTES, settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 0)
+    largest_file = max(agent_settings.MAX_FILE_BYTES, agent_settings.MAX_VOICE_BYTES)
+    return max(largest_file + FORM_MARGIN_BYTES, settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 0)
 
 
 class BodyLimitMiddleware:

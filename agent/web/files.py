@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.core.files.uploadhandler import FileUploadHandler, StopUpload
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
 from django.utils import translation
@@ -24,31 +23,10 @@ from ..attachments import api as files
 from ..attachments import downloads
 from ..conf import agent_settings
 from ..conversations import file_view
-from .http import api, invalid_response, page_language
-
-MULTIPART_OVERHEAD = 64 * 1024
-"""Room for the multipart headers around the file in a request's declared length."""
+from .http import SizeCap, api, invalid_response, page_language
 
 SERVED_POLICY = "default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; sandbox"
 """A served file runs nothing, even opened on its own."""
-
-
-class _SizeCap(FileUploadHandler):
-    """Stops reading an upload as soon as it passes ``MAX_FILE_BYTES``, whatever the request declared."""
-
-    def __init__(self, request: HttpRequest, limit: int) -> None:
-        super().__init__(request)
-        self.limit = limit
-        self.too_large = False
-
-    def receive_data_chunk(self, raw_data: bytes, start: int) -> bytes:
-        if start + len(raw_data) > self.limit:
-            self.too_large = True
-            raise StopUpload(connection_reset=False)
-        return raw_data
-
-    def file_complete(self, file_size: int) -> None:
-        return None
 
 
 @csrf_exempt  # the upload handlers must be set before the CSRF check reads the body; _upload checks it
@@ -56,19 +34,15 @@ class _SizeCap(FileUploadHandler):
 def upload(request: HttpRequest, conversation_id: str) -> HttpResponseBase:
     """Add a file to the chat's composer: 201 with what a client sees of it."""
     limit = agent_settings.MAX_FILE_BYTES
-    try:
-        declared = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        declared = 0
-    if declared > limit + MULTIPART_OVERHEAD:  # refused before the body is read
-        return _too_large(request, limit)
-    cap = _SizeCap(request, limit)
-    request.upload_handlers = [cap, *request.upload_handlers]
+    cap = SizeCap.install(request, limit)
+    if cap is None:  # refused before the body is read
+        with translation.override(page_language(request)):
+            return invalid_response(files.too_large(limit))
     return _upload(request, conversation_id, cap)
 
 
 @api  # checks the CSRF token after the upload handlers are in place
-def _upload(request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str, cap: _SizeCap) -> Any:
+def _upload(request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str, cap: SizeCap) -> Any:
     uploaded = request.FILES.get("file")
     if cap.too_large:
         raise files.too_large(cap.limit)
@@ -79,11 +53,6 @@ def _upload(request: HttpRequest, ref: SessionRef, impersonated: bool, conversat
     finally:
         uploaded.close()
     return JsonResponse({"attachment": file_view(attachment)}, status=201)
-
-
-def _too_large(request: HttpRequest, limit: int) -> HttpResponse:
-    with translation.override(page_language(request)):
-        return invalid_response(files.too_large(limit))
 
 
 @require_GET

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 from django.conf import settings
 from django.contrib.auth import REDIRECT_FIELD_NAME
 from django.core.exceptions import RequestDataTooBig, ValidationError
+from django.core.files.uploadhandler import FileUploadHandler, StopUpload
 from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.http.response import HttpResponseBase
 from django.middleware.csrf import CsrfViewMiddleware
@@ -28,8 +29,11 @@ from .. import errors
 from ..access import SessionRef, is_impersonated, language_for
 from ..models import UserSettings
 
-INVALID_STATUS = {"file_too_large": 413, "unsupported_type": 415, "too_many_files": 409}
-"""Invalid input answered with a status of its own: a file's size, type or count."""
+INVALID_STATUS = {"file_too_large": 413, "unsupported_type": 415, "too_many_files": 409, "voice_too_large": 413}
+"""Invalid input answered with a status of its own: a file's size, type or count; a recording's size."""
+
+MULTIPART_OVERHEAD = 64 * 1024
+"""Room for the multipart headers around a file in a request's declared length."""
 
 
 def api(view: Callable[..., Any]) -> Callable[..., HttpResponseBase]:
@@ -58,6 +62,38 @@ def api(view: Callable[..., Any]) -> Callable[..., HttpResponseBase]:
                 return refusal_response(errors.TooLarge())
 
     return csrf_exempt(wrapper)
+
+
+class SizeCap(FileUploadHandler):
+    """Stops reading an upload as soon as it passes ``limit`` bytes, whatever the request declared."""
+
+    def __init__(self, request: HttpRequest, limit: int) -> None:
+        super().__init__(request)
+        self.limit = limit
+        self.too_large = False
+
+    @classmethod
+    def install(cls, request: HttpRequest, limit: int) -> "SizeCap | None":
+        """A cap put first among the request's upload handlers; None when the request declares a body
+        over the limit already (refuse it before it is read)."""
+        try:
+            declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            declared = 0
+        if declared > limit + MULTIPART_OVERHEAD:
+            return None
+        cap = cls(request, limit)
+        request.upload_handlers = [cap, *request.upload_handlers]
+        return cap
+
+    def receive_data_chunk(self, raw_data: bytes, start: int) -> bytes:
+        if start + len(raw_data) > self.limit:
+            self.too_large = True
+            raise StopUpload(connection_reset=False)
+        return raw_data
+
+    def file_complete(self, file_size: int) -> None:
+        return None
 
 
 def refusal_response(refusal: errors.Refusal) -> JsonResponse:

@@ -17,7 +17,7 @@ from django.utils.translation import get_language, get_language_info, gettext
 from django.views.decorators.http import require_GET, require_POST
 from django.views.i18n import JavaScriptCatalog
 
-from .. import confirmations, conversations, errors, turns
+from .. import confirmations, conversations, errors, turns, voice
 from ..access import SessionRef, authorize_session, is_impersonated, language_for
 from ..ai import endpoints
 from ..assistant import choice_view
@@ -49,16 +49,19 @@ def chat(request: HttpRequest, conversation_id: Any = None) -> HttpResponse:
     language = language_for(scope.user_settings, get_language())
     with translation.override(language):
         context["model"] = choice_view(endpoints.effective(request.user, user_settings=scope.user_settings))
-        context["config"] = page_config(conversation_id or "")
+        context["config"] = page_config(
+            conversation_id or "", voice_offered=voice.available(scope.user, scope.user_settings)
+        )
         return render(request, "agent/chat.html", context)
 
 
-def page_config(open_conversation: str) -> dict[str, Any]:
+def page_config(open_conversation: str, *, voice_offered: bool = False) -> dict[str, Any]:
     """Every fact the chat page's script needs, read from the settings and the server's own tables,
     rendered once as JSON (``json_script``), so no limit, code or sentence is kept twice.
 
     Call it in the user's language: the sentences for situations the page meets on its own (a
     chat found gone, a socket closed for a session that ended) are the server's refusal messages.
+    ``voice_offered``: the user has a speech model, so the page offers its microphone.
     """
     page_codes = ("not_found", "forbidden", *SESSION_CODES)
     return {
@@ -73,6 +76,8 @@ def page_config(open_conversation: str) -> dict[str, Any]:
         "max_file_bytes": agent_settings.MAX_FILE_BYTES,
         "max_files": agent_settings.MAX_FILES_PER_MESSAGE,
         "accepted_extensions": accepted_extensions(),
+        "voice": voice_offered,
+        "max_voice_s": agent_settings.MAX_VOICE_S,
         "session_codes": list(SESSION_CODES),
         "close_codes": CLOSE_CODES,
         "messages": {code: str(errors.refusal_named(code).message) for code in page_codes},
@@ -148,6 +153,7 @@ def _page_urls() -> dict[str, str]:
         "upload": "attachment_upload",
         "unattach": "attachment_remove",
         "file": "attachment_file",
+        "transcribe": "transcribe",
     }
     urls = {key: reverse(f"agent:{name}", args=[PLACEHOLDER_ID]) for key, name in with_id.items()}
     return urls | {

@@ -26,6 +26,7 @@ def form_data(endpoint: Endpoint | None = None, **changes: Any) -> dict[str, Any
         "model": "m",
         "input_price_per_mtok": "0",
         "output_price_per_mtok": "0",
+        "audio_price_per_minute": "0",
         "timeout_s": "60",
         "enabled": "on",
         "supports_tools": "on",

@@ -11,7 +11,7 @@ from django.forms.models import model_to_dict
 from django.test import override_settings
 
 from agent.ai import AIError, complete
-from agent.ai.client import _client_for
+from agent.ai.client import client_for
 from agent.models import AIRequest, Endpoint
 from tests.model_server import answer, error
 from tests.support.waiting import free_port
@@ -266,7 +266,7 @@ def test_attribution_and_admission_are_journalled(endpoint, model_server, user):
 def test_one_client_per_endpoint_per_process(endpoint, model_server):
     other = Endpoint.objects.create(name="other", base_url=model_server.base_url, api_key="sk-other", model="m")
 
-    first = _client_for(endpoint)
+    first = client_for(endpoint)
 
-    assert _client_for(Endpoint.objects.get(pk=endpoint.pk)) is first
-    assert _client_for(other) is not first
+    assert client_for(Endpoint.objects.get(pk=endpoint.pk)) is first
+    assert client_for(other) is not first

@@ -133,6 +133,7 @@ def endpoint_form(**changes: Any) -> dict[str, Any]:
         "model": "m",
         "input_price_per_mtok": "0",
         "output_price_per_mtok": "0",
+        "audio_price_per_minute": "0",
         "timeout_s": "60",
         "enabled": "on",
         **changes,

@@ -78,9 +78,11 @@ async def test_a_body_within_the_limit_reaches_django() -> None:
     await app.wait(timeout=5)
 
 
-def test_the_default_limit_is_the_largest_file_with_room_for_its_form(settings: Any) -> None:
-    settings.AGENT = {**settings.AGENT, "MAX_FILE_BYTES": 20 * 1024 * 1024}
+def test_the_default_limit_is_the_largest_file_or_recording_with_room_for_its_form(settings: Any) -> None:
+    settings.AGENT = {**settings.AGENT, "MAX_FILE_BYTES": 20 * 1024 * 1024, "MAX_VOICE_BYTES": 10 * 1024 * 1024}
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
     assert max_request_bytes() == 20 * 1024 * 1024 + FORM_MARGIN_BYTES
+    settings.AGENT = {**settings.AGENT, "MAX_VOICE_BYTES": 30 * 1024 * 1024}
+    assert max_request_bytes() == 30 * 1024 * 1024 + FORM_MARGIN_BYTES
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 50 * 1024 * 1024
     assert max_request_bytes() == 50 * 1024 * 1024

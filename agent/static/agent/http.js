@@ -19,13 +19,18 @@ export function csrfToken() {
   return input ? input.value : "";
 }
 
-/* The JSON answer of `url`, or an ApiError: "network" when no answer came, else the body's code. */
+/* The JSON answer of `url`, or an ApiError: "network" when no answer came, else the body's code.
+ * A POST sends `body` as JSON, or as it is when it is a FormData (a file). */
 export async function request(method, url, body) {
   const options = { method: method, credentials: "same-origin", headers: { Accept: "application/json" } };
   if (method === "POST") {
-    options.headers["Content-Type"] = "application/json";
     options.headers["X-CSRFToken"] = csrfToken();
-    options.body = JSON.stringify(body || {});
+    if (body instanceof FormData) {
+      options.body = body;
+    } else {
+      options.headers["Content-Type"] = "application/json";
+      options.body = JSON.stringify(body || {});
+    }
   }
   let response;
   try {

@@ -16,6 +16,7 @@ import {
   applyTurn, claimOutbox, enterSends, send, showMessageActions, showOutbox, signedOut, stop, updateComposer,
 } from "./composer.js";
 import { caughtUp, handleFrame } from "./frames.js";
+import { mountVoice } from "./voice.js";
 
 // What the transport and the lower views announce, and who on the page acts on it.
 on("signed-out", signedOut);
@@ -103,6 +104,11 @@ state.files = mountAttachments({
   overlay: document.getElementById("drop-overlay"), pictureDialog: document.getElementById("picture-dialog"),
   list: ui.files, onChange: () => updateComposer(), openConversation: openNewChat,
   limits: { maxBytes: config.max_file_bytes, maxFiles: config.max_files, extensions: config.accepted_extensions },
+});
+
+// The microphone, where the browser records and the user has a speech model: words into the box.
+mountVoice({
+  button: document.getElementById("record"), status: document.getElementById("voice-status"), openConversation: openNewChat,
 });
 
 // On a phone the top bar's links and settings are in a menu; Escape or a click elsewhere closes it.

@@ -1,0 +1,55 @@
+"""A recording from the page's microphone, answered with its words for the composer (never sent unseen)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
+from django.utils import translation
+from django.utils.translation import gettext as _
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_POST
+
+from .. import voice
+from ..access import SessionRef
+from ..conf import agent_settings
+from .http import SizeCap, api, invalid_response, page_language
+
+
+@csrf_exempt  # the upload handlers must be set before the CSRF check reads the body; _transcribe checks it
+@require_POST
+def transcribe(request: HttpRequest, conversation_id: str) -> HttpResponseBase:
+    """``audio`` (the recording) and ``seconds`` (its length as the recorder counted it) → ``{"text"}``."""
+    cap = SizeCap.install(request, agent_settings.MAX_VOICE_BYTES)
+    if cap is None:
+        with translation.override(page_language(request)):
+            return invalid_response(voice.too_large())
+    return _transcribe(request, conversation_id, cap)
+
+
+@api  # checks the CSRF token after the upload handlers are in place
+def _transcribe(
+    request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str, cap: SizeCap
+) -> dict[str, Any]:
+    audio = request.FILES.get("audio")
+    if cap.too_large:
+        raise voice.too_large()
+    if audio is None:
+        raise ValidationError({"audio": ValidationError(_("No recording was sent."), code="required")})
+    try:
+        text = voice.transcribe(ref, conversation_id, audio, impersonated=impersonated, seconds=_seconds(request))
+    finally:
+        audio.close()
+    return {"text": text}
+
+
+def _seconds(request: HttpRequest) -> float | None:
+    """The recorder's count of the recording's seconds, when it is a sensible number."""
+    try:
+        seconds = float(request.POST.get("seconds") or "nan")
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds > 0 else None
