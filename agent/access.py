@@ -1,9 +1,21 @@
-"""Who may act: a live browser session, checked afresh on every call.
+"""Who may act: a live credential (an actor), checked afresh on every call.
 
-A ``SessionRef`` names a session; ``authorize_session`` turns it into a
-``Scope`` (what that session may do now) or raises a ``Refusal``. Nothing
-here caches across calls, so a logout, a password change, a deactivation or
-a lost permission takes effect on the very next call.
+An actor is a browser session (``SessionRef``) or a linked Telegram chat
+(``TelegramRef``). ``authorize_session`` turns either into a ``Scope`` (what
+it may do now) or raises a ``Refusal``. What "live" means for each kind is
+said here and nowhere else:
+
+- a session: its row exists and has not expired, it is the user's, its
+  password hash is still the user's (a password change ends it), it is not an
+  operator's (impersonation); a logout deletes it.
+- a Telegram link: its row is not revoked (the user revokes it on "My
+  assistant" or with /stop in Telegram, staff in the admin), and the user holds
+  ``agent.use_telegram`` too.
+
+For both, the user must be active, hold ``agent.use_agent`` and have the
+assistant on. Nothing here caches across calls, so a revocation, a
+deactivation or a lost permission takes effect on the very next call: a
+running turn checks its actor before every step.
 """
 
 from __future__ import annotations
@@ -16,7 +28,7 @@ from django.conf import settings
 from django.contrib.auth import HASH_SESSION_KEY, SESSION_KEY, get_user_model
 from django.contrib.auth.models import Permission
 from django.db import connections, router
-from django.db.models import BigIntegerField, CharField, QuerySet, Subquery
+from django.db.models import BigIntegerField, CharField, Exists, OuterRef, QuerySet, Subquery
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
@@ -28,6 +40,7 @@ from .events import session_group
 from .statements import Columns, Statement, compiled, slot
 
 USE_PERMISSION = "agent.use_agent"
+TELEGRAM_PERMISSION = "agent.use_telegram"
 
 
 @dataclass(frozen=True)
@@ -60,10 +73,39 @@ class SessionRef:
 
 
 @dataclass(frozen=True)
-class Scope:
-    """What a live session may do now. Built per call, never cached."""
+class TelegramRef:
+    """A linked Telegram chat (``TelegramLink``) and the user it was linked to: a credential too."""
 
-    ref: SessionRef
+    link_id: int
+    user_id: int | None
+
+    def __repr__(self) -> str:
+        return f"TelegramRef(link_id={self.link_id!r}, user_id={self.user_id!r})"
+
+
+Actor = SessionRef | TelegramRef
+"""The live credential a call is made for."""
+
+
+def actor_fields(ref: Actor) -> dict[str, Any]:
+    """The columns of a ``Turn`` that name its actor, so its runner checks the same one at every step."""
+    if isinstance(ref, TelegramRef):
+        return {"session_key": "", "telegram_link_id": ref.link_id}
+    return {"session_key": ref.session_key, "telegram_link_id": None}
+
+
+def actor_of(turn: Any) -> Actor:
+    """The actor a turn runs for, from its row (an ended turn's is gone: every check refuses it)."""
+    if turn.telegram_link_id is not None:
+        return TelegramRef(link_id=turn.telegram_link_id, user_id=turn.user_id)
+    return SessionRef(session_key=turn.session_key, user_id=turn.user_id)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a live actor may do now. Built per call, never cached."""
+
+    ref: Actor
     user: Any
     language: str
     user_settings: Any = None
@@ -117,13 +159,13 @@ def load_session(session_key: str) -> dict[str, Any]:
     return dict(store.load())
 
 
-def authorize_session(ref: SessionRef, *, impersonated: bool) -> Scope:
-    """Impersonation, the live session and the rights: the session may use the assistant now."""
+def authorize_session(ref: Actor, *, impersonated: bool) -> Scope:
+    """Impersonation, the live actor and the rights: the session (or link) may use the assistant now."""
     return authorize_with(ref, impersonated=impersonated)[0]
 
 
 def authorize_with(
-    ref: SessionRef,
+    ref: Actor,
     *,
     impersonated: bool,
     annotations: Columns | dict[str, Any] | None = None,
@@ -143,28 +185,28 @@ def authorize_with(
 
     if impersonated:
         raise errors.Impersonated()
-    if not isinstance(ref, SessionRef) or ref.user_id is None or not ref.session_key:
+    if isinstance(ref, TelegramRef):
+        kind = _TELEGRAM
+        if ref.user_id is None:
+            raise errors.SessionGone()
+    elif isinstance(ref, SessionRef) and ref.user_id is not None and ref.session_key:
+        kind = _SQL_SESSION if settings.SESSION_ENGINE in _SQL_SESSION_ENGINES else _OTHER_SESSION
+    else:
         raise errors.SessionGone()
-    fast_session = settings.SESSION_ENGINE in _SQL_SESSION_ENGINES
     checked = tuple(_checked_permissions()) if _model_backend_only() else ()
     if isinstance(annotations, Columns):
-        statement = _compiled(fast_session, checked, annotations)
+        statement = _compiled(kind, checked, annotations)
     else:
-        statement = Statement(_checks_queryset(fast_session, checked, annotations or {}), annotations or {})
+        statement = Statement(_checks_queryset(kind, checked, annotations or {}), annotations or {})
     now = timezone.now()
-    user = statement.run({**(values or {}), "user": ref.user_id, "session_key": ref.session_key, "now": now})
-    if user is None:
-        _session_user(load_session(ref.session_key), ref)  # a gone or foreign session says so first
-        raise errors.SessionGone()
-    if fast_session:
-        raw = user.agent_session_data
-        data = _decode_session(raw) if raw else {}
+    credential: dict[str, Any] = {"link": ref.link_id} if isinstance(ref, TelegramRef) else {"session_key": ref.session_key}
+    user = statement.run({**(values or {}), "user": ref.user_id, "now": now, **credential})
+    if isinstance(ref, TelegramRef):
+        if user is None or not user.agent_link_live:
+            raise errors.SessionGone()  # the link was revoked, or its user is gone
+        _check_user(user, {})
     else:
-        data = load_session(ref.session_key)
-    _session_user(data, ref)
-    if _session_impersonated(data):
-        raise errors.Impersonated()
-    _check_user(user, data)
+        _check_session(ref, user, kind)
     site_enabled = user.agent_site_enabled
     if site_enabled is None:
         site_enabled = AgentSettings.current().enabled
@@ -182,33 +224,63 @@ def authorize_with(
     )
     if not site_enabled or not scope.has_perm(USE_PERMISSION):
         raise errors.Forbidden()
+    if isinstance(ref, TelegramRef) and not scope.has_perm(TELEGRAM_PERMISSION):
+        raise errors.Forbidden()
     if user_settings is not None and user_settings.enabled is False:
         raise errors.Forbidden()
     return scope, {name: getattr(user, name) for name in statement.names}
 
 
-def _compiled(fast_session: bool, checked: tuple[str, ...], columns: Columns) -> Statement:
-    """The ladder's statement for this kind of caller, compiled once per thread."""
-    key = (router.db_for_read(get_user_model()), get_user_model()._meta.label, fast_session, checked, columns)
+def _check_session(ref: SessionRef, user: Any, kind: str) -> None:
+    """The session row is there, unexpired, this user's, not an operator's, and still matches the user."""
+    if user is None:
+        _session_user(load_session(ref.session_key), ref)  # a gone or foreign session says so first
+        raise errors.SessionGone()
+    if kind == _SQL_SESSION:
+        raw = user.agent_session_data
+        data = _decode_session(raw) if raw else {}
+    else:
+        data = load_session(ref.session_key)
+    _session_user(data, ref)
+    if _session_impersonated(data):
+        raise errors.Impersonated()
+    if not _hash_matches(user, data.get(HASH_SESSION_KEY, "")):
+        raise errors.SessionGone()  # the password changed since the session began
+    _check_user(user, data)
+
+
+_SQL_SESSION, _OTHER_SESSION, _TELEGRAM = "sql_session", "other_session", "telegram"
+"""The kinds of actor whose checks read differently: a session in the site's SQL table (read in the
+statement), a session in another engine (read through it), a Telegram link (read in the statement)."""
+
+
+def _compiled(kind: str, checked: tuple[str, ...], columns: Columns) -> Statement:
+    """The ladder's statement for this kind of actor and caller, compiled once per thread."""
+    key = (router.db_for_read(get_user_model()), get_user_model()._meta.label, kind, checked, columns)
 
     def build() -> Statement:
         annotations = columns.build()
-        return Statement(_checks_queryset(fast_session, checked, annotations), annotations)
+        return Statement(_checks_queryset(kind, checked, annotations), annotations)
 
     return compiled(key, build)
 
 
-def _checks_queryset(fast_session: bool, checked: tuple[str, ...], annotations: dict[str, Any]) -> QuerySet[Any]:
-    """The user row with everything checks 1-3 read, and the caller's annotations."""
-    from .models import AgentSettings
+def _checks_queryset(kind: str, checked: tuple[str, ...], annotations: dict[str, Any]) -> QuerySet[Any]:
+    """The user row with everything checks 1-3 read for this kind of actor, and the caller's annotations."""
+    from .models import AgentSettings, TelegramLink
 
     user_model = get_user_model()
     fields: dict[str, Any] = {"agent_site_enabled": Subquery(AgentSettings.objects.order_by().values("enabled")[:1])}
-    if fast_session:
+    if kind == _SQL_SESSION:
         from django.contrib.sessions.models import Session  # only where the site keeps sessions in SQL
 
         live = Session.objects.filter(session_key=slot("session_key", CharField()), expire_date__gt=slot("now"))
         fields["agent_session_data"] = Subquery(live.values("session_data")[:1])
+    elif kind == _TELEGRAM:
+        link = TelegramLink.objects.filter(
+            pk=slot("link", TelegramLink._meta.pk), user_id=OuterRef("pk"), revoked_at__isnull=True
+        )
+        fields["agent_link_live"] = Exists(link.order_by())
     for number, permissions in enumerate(_chunks(checked)):
         fields[f"agent_held_{number}"] = _held_mask(user_model, permissions)
     fields.update(annotations)
@@ -228,7 +300,7 @@ def _model_backend_only() -> bool:
     return list(settings.AUTHENTICATION_BACKENDS) == [_MODEL_BACKEND] and hasattr(get_user_model(), "user_permissions")
 
 
-_READ_WITH_SCOPE = {USE_PERMISSION}
+_READ_WITH_SCOPE = {USE_PERMISSION, TELEGRAM_PERMISSION}
 
 
 def read_with_scope(permission: str) -> None:
@@ -305,10 +377,7 @@ def _session_user(data: dict[str, Any], ref: SessionRef) -> None:
 
 
 def _check_user(user: Any, data: dict[str, Any]) -> None:
-    """The session still matches the user (no password change since), who is active and passes
-    the site's own checks."""
-    if not _hash_matches(user, data.get(HASH_SESSION_KEY, "")):
-        raise errors.SessionGone()
+    """The user is active and passes the site's own checks (``data``: the session's, empty for a link)."""
     if not user.is_active:
         raise errors.Inactive()
     for path in agent_settings.SCOPE_CHECKS:

@@ -8,8 +8,15 @@ class AgentConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from django.db.models.signals import post_save
+
         from . import checks, signals  # noqa: F401  (registers checks and receivers)
         from .attachments import lifecycle  # noqa: F401  (stored files go with their rows)
+        from .models import Message
+        from .telegram import delivery
         from .tools import registry
+        from .turns import stream
 
         registry.autodiscover()
+        post_save.connect(delivery.message_stored, sender=Message, dispatch_uid="agent.telegram")
+        stream.follow(delivery.draft_mirror)

@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils.translation import gettext as _
 
 from . import quotas
-from .access import SessionRef, authorize_session
+from .access import Actor, authorize_session
 from .ai import endpoints, limits, providers
 from .conf import agent_settings
 from .models import AgentSettings, Endpoint, UserSettings
@@ -26,14 +26,14 @@ WRITABLE = ("instructions", "language", "endpoint", "picture_endpoint")
 SHOWN_LIMITS = (limits.COST_PER_USER, limits.TURNS_PER_USER, limits.OFF_PURPOSE, limits.COST_SITE)
 
 
-def panel(ref: SessionRef, *, impersonated: bool) -> dict[str, Any]:
+def panel(ref: Actor, *, impersonated: bool) -> dict[str, Any]:
     """The panel's data: the models in effect and where each comes from, the models the user may
     pick, their instructions and language, their usage against the caps, and their quotas."""
     scope = authorize_session(ref, impersonated=impersonated)
     return _view(scope.user, scope.user_settings)
 
 
-def update(ref: SessionRef, attrs: Any, *, impersonated: bool) -> dict[str, Any]:
+def update(ref: Actor, attrs: Any, *, impersonated: bool) -> dict[str, Any]:
     """Write the keys of ``attrs`` that a user may change, all or none; ValidationError by field.
 
     ``endpoint`` / ``picture_endpoint``: an endpoint id from the allow-list, or empty to follow the

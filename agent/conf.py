@@ -8,6 +8,7 @@ a new setting is one line here, checked from the start.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, TypeVar
 
@@ -85,6 +86,38 @@ KNOWN_TYPES = Rule(
     "agent.E018",
     f"a list of these content types: {', '.join(BY_TYPE)}",
     lambda value: _strings(value) and all(item in BY_TYPE for item in value),
+)
+
+TELEGRAM_KEYS = frozenset({"TOKEN", "TOKEN_ENV", "MODE", "SECRET", "BOT_USERNAME", "BASE_URL"})
+WEBHOOK_SECRET = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
+"""What Telegram accepts as a webhook's secret token."""
+
+
+class _TelegramRule(Rule):
+    def problems(self, name: str, value: Any) -> list[str]:
+        if value is None:
+            return []
+        if not isinstance(value, dict):
+            return [f"AGENT[{name!r}] must be None or a dict, not {type(value).__name__}."]
+        found = [f"AGENT[{name!r}] has unknown keys: {', '.join(sorted(set(value) - TELEGRAM_KEYS))}."]
+        found = found if set(value) - TELEGRAM_KEYS else []
+        if not (NAME.holds(value.get("TOKEN")) or NAME.holds(value.get("TOKEN_ENV"))):
+            found.append(f"AGENT[{name!r}] needs TOKEN, or TOKEN_ENV naming the variable that holds it.")
+        if not NAME.holds(value.get("BOT_USERNAME")):
+            found.append(f"AGENT[{name!r}] needs BOT_USERNAME (the bot's @name, for the link users open).")
+        mode = value.get("MODE", "webhook")
+        if mode not in ("webhook", "polling"):
+            found.append(f"AGENT[{name!r}]['MODE'] must be 'webhook' or 'polling', not {mode!r}.")
+        if mode == "webhook" and not WEBHOOK_SECRET.match(str(value.get("SECRET") or "")):
+            found.append(f"AGENT[{name!r}] in webhook mode needs SECRET: 1-256 of A-Z, a-z, 0-9, _ and -.")
+        return found
+
+
+TELEGRAM_SETTINGS = _TelegramRule(
+    "agent.E019",
+    "None or the bot's settings",
+    lambda value: True,
+    hint="See 'Telegram' in docs/operations.md.",
 )
 
 
@@ -182,6 +215,11 @@ class AgentConf:
     PICTURE_MAX_PX = _Setting[int](1568, POSITIVE)
     UNLINKED_FILES_MAX_AGE_S = _Setting[int](24 * 3600, POSITIVE)
     LOGOUT_URL = _Setting["str | None"](None, NONE_OR_NAME)  # a URL name or path that signs out on POST
+    MAX_VOICE_S = _Setting[int](120, POSITIVE)  # the longest recording transcribed
+    MAX_VOICE_BYTES = _Setting[int](25 * 1024 * 1024, POSITIVE)  # the largest recording taken
+    TELEGRAM = _Setting["dict[str, Any] | None"](None, TELEGRAM_SETTINGS)  # None: the assistant is not in Telegram
+    TELEGRAM_LINK_TTL_S = _Setting[int](600, POSITIVE)  # a link token's life
+    TELEGRAM_EDIT_INTERVAL_MS = _Setting[int](1000, POSITIVE)  # at most one edit of a streamed answer this often
 
     @classmethod
     def names(cls) -> list[str]:

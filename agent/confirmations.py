@@ -16,7 +16,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from . import notices
-from .access import Scope, SessionRef, authorize_session
+from .access import Actor, Scope, authorize_session
 from .conf import agent_settings
 from .conversations import parse_uuid
 from .errors import Expired, NotFound, NotWaiting
@@ -31,7 +31,7 @@ EDITABLE_TYPES = ("text", "textarea", "integer", "number", "boolean", "choice", 
 """The kinds of value a card's field can be edited as; the page gives each a widget of its own."""
 
 
-def confirm(ref: SessionRef, confirmation_id: Any, *, impersonated: bool, edits: Any = None) -> Confirmation:
+def confirm(ref: Actor, confirmation_id: Any, *, impersonated: bool, edits: Any = None) -> Confirmation:
     """Apply the card's change, once, if everything still holds at the click.
 
     ``edits`` maps fields the card offers for editing to the user's values. They go through
@@ -54,7 +54,7 @@ def confirm(ref: SessionRef, confirmation_id: Any, *, impersonated: bool, edits:
     return _apply(card, tool, ctx, arguments, changed)
 
 
-def cancel(ref: SessionRef, confirmation_id: Any, *, impersonated: bool) -> Confirmation:
+def cancel(ref: Actor, confirmation_id: Any, *, impersonated: bool) -> Confirmation:
     """Drop the card's change."""
     scope = authorize_session(ref, impersonated=impersonated)
     card = _owned_waiting(scope, confirmation_id)

@@ -153,6 +153,22 @@ class NotConfigured(Refusal):
     default_message = _("No model is configured for the assistant yet. Ask the site's staff.")
 
 
+class SpeechFailed(Refusal):
+    """The speech endpoint gave no text; the message is the one a failed model call's notice gives."""
+
+    code = "model_failed"
+    http_status = 502
+    default_message = _("The recording could not be turned into text. Try again.")
+
+
+class TelegramNotOffered(Refusal):
+    """Telegram is off on this site, or the user lacks ``agent.use_telegram``."""
+
+    code = "telegram_not_offered"
+    http_status = 403
+    default_message = _("The assistant is not offered to you in Telegram.")
+
+
 class Expired(Refusal):
     code = "expired"
     http_status = 409

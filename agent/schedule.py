@@ -16,4 +16,5 @@ BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     "agent-sweep-turns": {"task": "agent.sweep_turns", "schedule": 10.0},
     "agent-purge-chats": {"task": "agent.purge_chats", "schedule": crontab(hour=3, minute=0)},
     "agent-purge-attachments": {"task": "agent.purge_attachments", "schedule": crontab(hour=3, minute=30)},
+    "agent-purge-telegram": {"task": "agent.purge_telegram", "schedule": crontab(hour=3, minute=45)},
 }

@@ -60,6 +60,38 @@ def process_attachment(attachment_id: str) -> None:
     extraction.process(attachment_id)
 
 
+@shared_task(base=AgentTask, name="agent.telegram_update", ignore_result=True, acks_late=False, max_retries=0)
+def telegram_update(update_id: int) -> None:
+    """Handle one update from Telegram, at most once (it may start a turn or run a card)."""
+    from .telegram import updates
+
+    updates.handle(update_id)
+
+
+@shared_task(base=AgentTask, name="agent.telegram_deliver", ignore_result=True)
+def telegram_deliver(turn_ref: str) -> None:
+    """Send what a turn asked for in Telegram has stored since, in order."""
+    from .telegram import delivery
+
+    delivery.deliver(turn_ref)
+
+
+@shared_task(base=AgentTask, name="agent.telegram_card", ignore_result=True)
+def telegram_card(confirmation_id: str) -> None:
+    """Edit a card shown in Telegram to its outcome, wherever it was decided."""
+    from .telegram import delivery
+
+    delivery.card_decided(confirmation_id)
+
+
+@shared_task(base=AgentTask, name="agent.purge_telegram", ignore_result=True)
+def purge_telegram() -> int:
+    """Forget handled Telegram updates, old link tokens and buttons nobody can press any more."""
+    from .telegram import updates
+
+    return updates.purge()
+
+
 @shared_task(base=AgentTask, name="agent.purge_attachments", ignore_result=True)
 def purge_attachments() -> int:
     """Remove files left unlinked for longer than ``UNLINKED_FILES_MAX_AGE_S`` (a day)."""

@@ -2,7 +2,8 @@
 
 from django.urls import path
 
-from .web import event_stream, files, panel, views
+from .telegram import webhook
+from .web import event_stream, files, panel, views, voice
 
 app_name = "agent"
 
@@ -27,8 +28,10 @@ urlpatterns = [
     path("api/conversations/<str:conversation_id>/switch/", views.version_switch, name="version_switch"),
     path("api/confirmations/<str:confirmation_id>/confirm/", views.confirmation_confirm, name="confirmation_confirm"),
     path("api/confirmations/<str:confirmation_id>/cancel/", views.confirmation_cancel, name="confirmation_cancel"),
+    path("telegram/webhook/", webhook.receive, name="telegram_webhook"),
     path("assistant/", panel.page, name="assistant"),
     path("api/assistant/", panel.settings_api, name="assistant_api"),
+    path("api/conversations/<str:conversation_id>/transcribe/", voice.transcribe, name="transcribe"),
     path("api/conversations/<str:conversation_id>/attachments/", files.composer, name="attachment_list"),
     path("api/conversations/<str:conversation_id>/attachments/upload/", files.upload, name="attachment_upload"),
     path("api/attachments/<str:attachment_id>/remove/", files.remove, name="attachment_remove"),

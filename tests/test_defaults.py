@@ -62,6 +62,6 @@ def test_the_beat_schedule_sends_every_periodic_task_of_the_app_and_the_sites_us
     from agent.schedule import BEAT_SCHEDULE
 
     sent = {entry["task"] for entry in BEAT_SCHEDULE.values()}
-    assert sent == {"agent.sweep_turns", "agent.purge_chats", "agent.purge_attachments"}
+    assert sent == {"agent.sweep_turns", "agent.purge_chats", "agent.purge_attachments", "agent.purge_telegram"}
     assert sent <= set(current_app.tasks)
     assert settings.CELERY_BEAT_SCHEDULE is BEAT_SCHEDULE  # the tests' site keeps no copy of its own

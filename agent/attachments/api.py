@@ -17,7 +17,7 @@ from django.db import transaction
 from django.utils.translation import gettext as _
 
 from .. import quotas
-from ..access import Scope, SessionRef, authorize_session
+from ..access import Actor, Scope, authorize_session
 from ..conf import agent_settings
 from ..conversations import authorize_conversation, parse_uuid
 from ..errors import FileGone, NotFound
@@ -34,7 +34,7 @@ def refusal(code: str, message: str, field: str = "file") -> ValidationError:
     return error
 
 
-def add_attachment(ref: SessionRef, conversation_id: Any, uploaded_file: Any, *, impersonated: bool) -> Attachment:
+def add_attachment(ref: Actor, conversation_id: Any, uploaded_file: Any, *, impersonated: bool) -> Attachment:
     """Store the user's file in the chat's composer, ``pending`` until its text is read.
 
     ``TooManyUploads`` past ``UPLOADS_PER_MINUTE``, ``StorageFull`` past ``MAX_STORED_BYTES_PER_USER``.
@@ -107,7 +107,7 @@ def _composer(conversation: Conversation, scope: Scope) -> Any:
     return Attachment.objects.filter(conversation=conversation, user_id=scope.user_id, message__isnull=True)
 
 
-def remove_attachment(ref: SessionRef, attachment_id: Any, *, impersonated: bool) -> None:
+def remove_attachment(ref: Actor, attachment_id: Any, *, impersonated: bool) -> None:
     """Remove an unlinked file of the user's own: the row, and the stored file after commit."""
     scope = authorize_session(ref, impersonated=impersonated)
     pk = parse_uuid(attachment_id)
@@ -124,13 +124,13 @@ def remove_attachment(ref: SessionRef, attachment_id: Any, *, impersonated: bool
         row.delete()
 
 
-def list_unlinked(ref: SessionRef, conversation_id: Any, *, impersonated: bool) -> list[Attachment]:
+def list_unlinked(ref: Actor, conversation_id: Any, *, impersonated: bool) -> list[Attachment]:
     """The chat's files waiting for a message (the composer's), oldest first."""
     scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
     return list(_composer(conversation, scope).defer("text").order_by("created_at", "id"))
 
 
-def open_file(ref: SessionRef, attachment_id: Any, *, impersonated: bool) -> tuple[Attachment, IO[bytes]]:
+def open_file(ref: Actor, attachment_id: Any, *, impersonated: bool) -> tuple[Attachment, IO[bytes]]:
     """A ready file of the user's own, in a chat that is not deleted, opened for reading.
 
     A stored file that cannot be opened is ``NotFound`` too, and logged by ids.

@@ -92,6 +92,7 @@ def client_view(message: Message) -> dict[str, Any]:
         "turn": str(message.turn_id) if message.turn_id else None,
         "content": message.content,
         "partial": message.partial,
+        "spoken": message.spoken,
         "created_at": message.created_at.isoformat(),
         "notice_code": message.notice_code or None,
         "notice_params": message.notice_params or {},

@@ -1,6 +1,6 @@
 """The chats and messages of the assistant, one door per operation.
 
-Every public function takes a ``SessionRef`` first and a keyword-only
+Every public function takes an actor (a ``SessionRef`` or a ``TelegramRef``) first and a keyword-only
 ``impersonated`` flag with no default, runs the checks of ``agent.access``,
 and answers "not there" and "not yours" with the same ``NotFound``.
 """
@@ -25,7 +25,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from .. import events, quotas
-from ..access import Scope, SessionRef, authorize_session
+from ..access import Actor, Scope, authorize_session
 from ..conf import agent_settings
 from ..errors import InvalidCursor, NotFound
 from ..models import Conversation, Message
@@ -62,13 +62,13 @@ def owned_conversation(scope: Scope, conversation_id: Any) -> Conversation:
         raise NotFound() from None
 
 
-def authorize_conversation(ref: SessionRef, conversation_id: Any, *, impersonated: bool) -> tuple[Scope, Conversation]:
+def authorize_conversation(ref: Actor, conversation_id: Any, *, impersonated: bool) -> tuple[Scope, Conversation]:
     """The access checks, then that the chat is the session user's and not deleted."""
     scope = authorize_session(ref, impersonated=impersonated)
     return scope, owned_conversation(scope, conversation_id)
 
 
-def create_conversation(ref: SessionRef, attrs: Mapping[str, Any], *, impersonated: bool) -> Conversation:
+def create_conversation(ref: Actor, attrs: Mapping[str, Any], *, impersonated: bool) -> Conversation:
     """A new empty active chat of the session's user; only ``title`` is read.
 
     ``TooManyChats`` past ``NEW_CHATS_PER_MINUTE``.
@@ -90,7 +90,7 @@ PAGE_SIZE: Any = object()
 
 
 def list_conversations(
-    ref: SessionRef,
+    ref: Actor,
     *,
     impersonated: bool,
     archived: bool = False,
@@ -108,7 +108,7 @@ SEARCH_MAX_CHARS = 200
 
 
 def search_conversations(
-    ref: SessionRef, query: Any, *, impersonated: bool, limit: int = PAGE_SIZE, cursor: str | None = None
+    ref: Actor, query: Any, *, impersonated: bool, limit: int = PAGE_SIZE, cursor: str | None = None
 ) -> Page:
     """The user's chats, active and archived, whose title or text matches ``query``; pages as
     ``list_conversations``.
@@ -170,14 +170,14 @@ def decode_conversation_cursor(cursor: Any) -> tuple[datetime, uuid.UUID]:
     return at, pk
 
 
-def get_conversation(ref: SessionRef, conversation_id: Any, *, impersonated: bool) -> dict[str, Any]:
+def get_conversation(ref: Actor, conversation_id: Any, *, impersonated: bool) -> dict[str, Any]:
     """The chat with the messages of its active line, oldest first, as a client sees them."""
     _scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
     messages = _client_rows(conversation.messages.filter(active=True).order_by("seq"))
     return {**conversation_view(conversation), "messages": client_views(messages, versions=conversation.has_versions)}
 
 
-def rename_conversation(ref: SessionRef, conversation_id: Any, title: Any, *, impersonated: bool) -> Conversation:
+def rename_conversation(ref: Actor, conversation_id: Any, title: Any, *, impersonated: bool) -> Conversation:
     """Rename; a blank title or one over the maximum is a ``ValidationError``."""
     scope = authorize_session(ref, impersonated=impersonated)
     pk = parse_uuid(conversation_id)
@@ -185,19 +185,19 @@ def rename_conversation(ref: SessionRef, conversation_id: Any, title: Any, *, im
     return _update_owned(scope, pk, title=title)
 
 
-def archive_conversation(ref: SessionRef, conversation_id: Any, *, impersonated: bool) -> Conversation:
+def archive_conversation(ref: Actor, conversation_id: Any, *, impersonated: bool) -> Conversation:
     """Take the chat out of the list; it can still be opened and written to."""
     scope = authorize_session(ref, impersonated=impersonated)
     return _update_owned(scope, parse_uuid(conversation_id), status=Conversation.Status.ARCHIVED)
 
 
-def restore_conversation(ref: SessionRef, conversation_id: Any, *, impersonated: bool) -> Conversation:
+def restore_conversation(ref: Actor, conversation_id: Any, *, impersonated: bool) -> Conversation:
     """An archived chat back in the list: one conditional UPDATE, which never brings back a deleted one."""
     scope = authorize_session(ref, impersonated=impersonated)
     return _update_owned(scope, parse_uuid(conversation_id), status=Conversation.Status.ACTIVE)
 
 
-def delete_conversation(ref: SessionRef, conversation_id: Any, *, impersonated: bool) -> Conversation:
+def delete_conversation(ref: Actor, conversation_id: Any, *, impersonated: bool) -> Conversation:
     """Soft delete: the rows stay, every function here treats the chat as missing."""
     scope = authorize_session(ref, impersonated=impersonated)
     return _update_owned(scope, parse_uuid(conversation_id), status=Conversation.Status.DELETED)
@@ -229,7 +229,7 @@ def _clean_title(title: object) -> str:
     return title
 
 
-def get_message(ref: SessionRef, conversation_id: Any, message_id: Any, *, impersonated: bool) -> dict[str, Any]:
+def get_message(ref: Actor, conversation_id: Any, message_id: Any, *, impersonated: bool) -> dict[str, Any]:
     """One message of the user's chat, as a client sees it; one off the active line too (``active`` False)."""
     return message_view(authorize_session(ref, impersonated=impersonated), conversation_id, message_id)
 
@@ -273,7 +273,7 @@ def _message_of_live_chat() -> str:
 
 
 def list_messages(
-    ref: SessionRef,
+    ref: Actor,
     conversation_id: Any,
     *,
     impersonated: bool,
@@ -314,7 +314,7 @@ def _cursor_seq(conversation: Conversation, message_id: Any) -> int:
     return seq
 
 
-def add_message(ref: SessionRef, conversation_id: Any, attrs: Mapping[str, Any], *, impersonated: bool) -> Message:
+def add_message(ref: Actor, conversation_id: Any, attrs: Mapping[str, Any], *, impersonated: bool) -> Message:
     """Store the user's own text; every key of ``attrs`` but ``content`` is ignored."""
     scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
     content = validate_user_text(attrs.get("content"))
@@ -333,7 +333,7 @@ def validate_user_text(content: Any) -> str:
     return content
 
 
-def subscribe(ref: SessionRef, conversation_id: Any, channel_name: str, *, impersonated: bool) -> Conversation:
+def subscribe(ref: Actor, conversation_id: Any, channel_name: str, *, impersonated: bool) -> Conversation:
     """Add a Channels channel to the chat's group, only after the checks; the chat as it was read."""
     _scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
     async_to_sync(get_channel_layer().group_add)(topic(conversation.pk), channel_name)

@@ -5,6 +5,15 @@ from .attachments import Attachment
 from .confirmations import Confirmation
 from .conversations import Conversation, Message
 from .settings import AgentSettings, UserSettings
+from .telegram import (
+    TelegramBot,
+    TelegramButtons,
+    TelegramDraft,
+    TelegramLink,
+    TelegramLinkToken,
+    TelegramTurn,
+    TelegramUpdate,
+)
 from .turns import Lock, Turn
 
 __all__ = [
@@ -17,6 +26,13 @@ __all__ = [
     "Lock",
     "Message",
     "OffPurposeFlag",
+    "TelegramBot",
+    "TelegramButtons",
+    "TelegramDraft",
+    "TelegramLink",
+    "TelegramLinkToken",
+    "TelegramTurn",
+    "TelegramUpdate",
     "Turn",
     "UserSettings",
 ]

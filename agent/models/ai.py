@@ -21,6 +21,11 @@ class Endpoint(models.Model):
     model = models.CharField(_("model"), max_length=200)
     supports_images = models.BooleanField(default=False)
     supports_tools = models.BooleanField(default=True)
+    supports_transcription = models.BooleanField(
+        _("supports transcription"),
+        default=False,
+        help_text=_("Turns speech into text at /audio/transcriptions (a speech model, such as whisper-1)."),
+    )
     supports_streaming = models.BooleanField(
         _("supports streaming"),
         default=True,
@@ -34,6 +39,9 @@ class Endpoint(models.Model):
     )
     input_price_per_mtok = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal(0))
     output_price_per_mtok = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal(0))
+    audio_price_per_minute = models.DecimalField(
+        max_digits=12, decimal_places=6, default=Decimal(0), help_text=_("USD per minute of speech transcribed.")
+    )
     timeout_s = models.PositiveIntegerField(default=60)
     enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -68,6 +76,7 @@ class AIRequest(models.Model):
     output_tokens = models.PositiveIntegerField(default=0)
     cost_usd = models.DecimalField(max_digits=14, decimal_places=8, default=Decimal(0))
     latency_ms = models.PositiveIntegerField(default=0)
+    audio_seconds = models.PositiveIntegerField(default=0)  # of a transcription: the speech's length
     status = models.CharField(max_length=16, choices=Status.choices)
     error_code = models.CharField(max_length=50, blank=True)
     http_status = models.PositiveSmallIntegerField(null=True, blank=True)

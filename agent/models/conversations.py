@@ -114,6 +114,9 @@ class Message(models.Model):
         related_name="+",
     )
     active = models.BooleanField(default=True)
+    spoken = models.BooleanField(
+        _("spoken"), default=False, help_text=_("The user's words, transcribed from a voice note.")
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

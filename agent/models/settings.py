@@ -19,6 +19,14 @@ class AgentSettings(models.Model):
     selectable_endpoints = models.ManyToManyField(
         "agent.Endpoint", blank=True, related_name="+", help_text=_("Endpoints users may pick for themselves.")
     )
+    speech_endpoint = models.ForeignKey(
+        "agent.Endpoint",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text=_("Turns users' voice into text; without one, the microphone is not offered."),
+    )
     system_prompt = models.TextField(_("site instructions"), blank=True)
     daily_cost_per_user = models.DecimalField(
         max_digits=12,
@@ -46,6 +54,7 @@ class AgentSettings(models.Model):
         verbose_name_plural = _("assistant settings")
         permissions = [
             ("use_agent", _("Can use the assistant")),
+            ("use_telegram", _("Can use the assistant in Telegram")),
             ("manage_agent", _("Can manage the assistant")),
             ("view_chat_content", _("Can read the text of assistant chats")),
             ("manage_endpoints", _("Can change the assistant's endpoints and which ones are used")),
@@ -89,6 +98,10 @@ class UserSettings(models.Model):
         "agent.Endpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     picture_endpoint_set_by = models.CharField(max_length=8, choices=SetBy.choices, blank=True, editable=False)
+    speech_endpoint = models.ForeignKey(
+        "agent.Endpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    speech_endpoint_set_by = models.CharField(max_length=8, choices=SetBy.choices, blank=True, editable=False)
     instructions = models.TextField(_("own instructions"), blank=True)  # AGENT["MAX_INSTRUCTIONS_CHARS"] limits it
     language = models.CharField(_("language"), max_length=16, blank=True, choices=language_choices)
     daily_cost_cap = models.DecimalField(max_digits=12, decimal_places=4, null=True, blank=True)

@@ -34,6 +34,11 @@ class Turn(models.Model):
     end_reason = models.CharField(max_length=32, blank=True)
     # The live session the runner re-checks at every step, kept encrypted and emptied when the turn ends.
     session_key = SealedCharField(max_length=255, blank=True, editable=False, purpose="turn-session-key")
+    # Or the linked Telegram chat it runs for, re-checked the same way (``agent.access``).
+    telegram_link = models.ForeignKey(
+        "agent.TelegramLink", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
+    )
+    spoken = models.BooleanField(default=False)  # its text came from a voice note, transcribed
     user_slot = models.CharField(max_length=100, blank=True, editable=False)
     admission = models.CharField(max_length=64, blank=True)
     user_message = models.ForeignKey(

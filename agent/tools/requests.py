@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.core.handlers.wsgi import WSGIRequest
 
-from ..access import Scope
+from ..access import Scope, SessionRef
 
 
 def live_request(
@@ -56,7 +56,8 @@ def live_request(
     }
     request = WSGIRequest(environ)
     request.user = scope.user
-    request.session = import_module(settings.SESSION_ENGINE).SessionStore(scope.ref.session_key)
+    session_key = scope.ref.session_key if isinstance(scope.ref, SessionRef) else None  # a Telegram link has none
+    request.session = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
     request.LANGUAGE_CODE = scope.language
     if csrf_checked:
         request._dont_enforce_csrf_checks = True  # type: ignore[attr-defined]  # Django's own switch

@@ -65,6 +65,23 @@ def user_slots(user_id: Any) -> list[str]:
     return [f"user:{user_id}:{slot}" for slot in range(agent_settings.MAX_TURNS_PER_USER)]
 
 
+TELEGRAM_READER = "telegram:reader"
+"""The one process that polls Telegram for the site's bot (two readers of one token are refused by Telegram)."""
+
+
+def telegram_delivery_lock(turn_id: Any) -> str:
+    """Held by the one task that sends a turn's messages to Telegram, so they arrive once and in order."""
+    return f"telegram:turn:{turn_id}"
+
+
+def hold(name: str, holder: Any) -> bool:
+    """Keep ``name`` for a long-running ``holder`` (not a turn): renew its lease while it is held, else
+    take it when it is free or ran out. False while another holder has it."""
+    if Lock.objects.filter(name=name, holder=holder, expires_at__gt=Now()).update(expires_at=lease_end()):
+        return True
+    return take(name, holder)
+
+
 def take(name: str, holder: Any) -> bool:
     """Take ``name`` for ``holder``: insert, or take over an expired lease of a turn no longer queued."""
     with connection.cursor() as cursor:

@@ -25,7 +25,7 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from .. import confirmations, events, notices
-from ..access import Scope, SessionRef, authorize_with
+from ..access import Scope, actor_of, authorize_with
 from ..ai import AIError, Completion, ToolCall, complete, guard, limits, providers, usage
 from ..attachments import pictures
 from ..conf import agent_settings
@@ -161,7 +161,7 @@ class TurnRunner:
         self.turn = turn = claimed.turn
         # None when the endpoint was deleted since the start: the call then fails as not configured
         self.adapter = providers.adapter_for(turn.endpoint) if turn.endpoint is not None else None
-        self.ref = SessionRef(session_key=turn.session_key, user_id=turn.user_id)
+        self.ref = actor_of(turn)  # the session or Telegram link it runs for, checked at every step
         self.this_turn: list[dict[str, Any]] = []
         self.results: list[tuple[int, dict[str, Any]]] = []  # (round, tool message for the model)
         self.flagged = False
@@ -195,7 +195,7 @@ class TurnRunner:
         else:
             current = {"role": "user", "content": history.user_content(self.turn.text, [], limit)}
             self.history = history.load(self.turn.conversation_id, current, limit)
-            self._store(role=Message.Role.USER, content=self.turn.text, title_from=self.turn.text, users_own=True)
+            self._store_users_message()
         if (fallback := notices.fallback_to_tell(self.turn)) is not None:
             self._notice(notices.ENDPOINT_FALLBACK, fallback)  # told once, after the message it answers
         rounds = agent_settings.MAX_TOOL_ROUNDS
@@ -215,7 +215,8 @@ class TurnRunner:
         tools_allowed = not last and self.adapter is not None and self.adapter.takes_tools()
         shown = visible_for(scope, allow="all") if tools_allowed else []
         answer_id = uuid.uuid4()
-        draft = stream.Draft(self.turn.conversation_id, self.turn.pk, number, check=self.verify)
+        followers = stream.followers(self.turn, answer_id)  # front ends besides the page that show the draft
+        draft = stream.Draft(self.turn.conversation_id, self.turn.pk, number, check=self.verify, followers=followers)
         try:
             with usage.stored_by_caller(answer_id), contextlib.closing(draft):
                 completion = complete(
@@ -460,10 +461,14 @@ class TurnRunner:
             self.user_message, files = versions.asked_again(self.turn)
             return files
         with self.fenced():
-            self.user_message = self._store(
-                role=Message.Role.USER, content=self.turn.text, title_from=self.turn.text, users_own=True
-            )
+            self.user_message = self._store_users_message()
             return versions.link_files(self.turn, self.user_message)
+
+    def _store_users_message(self) -> Message:
+        text = self.turn.text
+        return self._store(
+            role=Message.Role.USER, content=text, title_from=text, users_own=True, spoken=self.turn.spoken
+        )
 
     def _without_pictures_end(self) -> End:
         """A model not known to take images is never called: the files go back to the composer

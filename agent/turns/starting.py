@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.translation import get_language
 
 from .. import attachments, events
-from ..access import SessionRef, language_for
+from ..access import Actor, actor_fields, language_for
 from ..ai import effective, guard, limits
 from ..conf import agent_settings
 from ..conversations import authorize_conversation, validate_user_text
@@ -32,7 +32,7 @@ class Branch(Protocol):
 
 
 def start(
-    ref: SessionRef,
+    ref: Actor,
     conversation_id: Any,
     text: Any,
     *,
@@ -40,10 +40,12 @@ def start(
     impersonated: bool,
     language: str | None = None,
     branch: Branch | None = None,
+    spoken: bool = False,
 ) -> Turn:
     """Check everything a turn needs, take the chat's lock, and queue the turn's task on commit.
 
-    ``branch`` is for the doors of ``versions``: a turn on a new version of a message."""
+    ``branch`` is for the doors of ``versions``: a turn on a new version of a message. ``spoken``:
+    the text was transcribed from a voice note the user sent unseen; their message is marked so."""
     scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
     if branch is None:
         text = validate_user_text(text)
@@ -76,7 +78,8 @@ def start(
             endpoint_reason=choice.reason,
             text=text,
             attachment_ids=[str(f.pk) for f in files],
-            session_key=ref.session_key,
+            spoken=spoken,
+            **actor_fields(ref),
             user_slot=slot,
             admission=admission,
             deadline_at=timezone.now() + timedelta(seconds=agent_settings.TURN_DEADLINE_S),
@@ -88,7 +91,7 @@ def start(
     return turn
 
 
-def stop(ref: SessionRef, conversation_id: Any, *, impersonated: bool) -> bool:
+def stop(ref: Actor, conversation_id: Any, *, impersonated: bool) -> bool:
     """Ask the chat's live turn to stop; True when one was asked."""
     _scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
     live = Turn.objects.filter(conversation=conversation, status__in=Turn.LIVE).values_list("pk", flat=True)

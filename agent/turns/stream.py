@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from .. import events
 from ..ai import guard
@@ -19,6 +19,30 @@ from ..conf import agent_settings
 
 CHECK_EVERY_S = 0.5
 """How often a streaming round checks its turn (stop, deadline, leases, session): a stop halts it within a second."""
+
+
+class Follower(Protocol):
+    """A front end other than the page that shows a round's answer while it streams (a Telegram chat)."""
+
+    def show(self, text: str) -> None:
+        """The text so far; called on the events loop, so it must not wait for anything."""
+
+    def close(self) -> None:
+        """The round's answer is about to be stored (or the round ended): no more ``show``."""
+
+
+_follow: list[Callable[[Any, Any], Follower | None]] = []
+
+
+def follow(factory: Callable[[Any, Any], Follower | None]) -> None:
+    """Register a front end's ``factory(turn, answer_id)``: a ``Follower`` for the turns it shows, else None."""
+    _follow.append(factory)
+
+
+def followers(turn: Any, answer_id: Any) -> list[Follower]:
+    """The followers of one round of ``turn``, whose answer will be stored under ``answer_id``."""
+    found = (factory(turn, answer_id) for factory in _follow)
+    return [follower for follower in found if follower is not None]
 
 
 class Draft:
@@ -30,8 +54,16 @@ class Draft:
     ``close`` none begins.
     """
 
-    def __init__(self, conversation_id: Any, turn_id: Any, round_number: int, check: Callable[[], Any]) -> None:
+    def __init__(
+        self,
+        conversation_id: Any,
+        turn_id: Any,
+        round_number: int,
+        check: Callable[[], Any],
+        followers: list[Follower] | None = None,
+    ) -> None:
         self.conversation_id = conversation_id
+        self.followers = followers or []
         self.turn_id = turn_id
         self.round = round_number
         self.check = check
@@ -72,6 +104,8 @@ class Draft:
         """No draft is sent from now on: the answer is about to be stored, or the round ended."""
         with self.lock:
             self.closed = True
+        for follower in self.followers:
+            follower.close()
 
     def _send_due(self) -> None:
         with self.lock:
@@ -84,3 +118,5 @@ class Draft:
         self.sent_at = time.monotonic()
         self.sent_text = self.text
         events.answer_delta(self.conversation_id, self.turn_id, self.round, self.text)
+        for follower in self.followers:
+            follower.show(self.text)

@@ -21,7 +21,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from .. import attachments, events
-from ..access import Scope, SessionRef
+from ..access import Actor, Scope
 from ..conversations import authorize_conversation, parse_uuid, validate_user_text
 from ..errors import Busy, NotFound
 from ..models import Attachment, Conversation, Message, Turn
@@ -30,7 +30,7 @@ from .starting import start
 
 
 def edit_message(
-    ref: SessionRef,
+    ref: Actor,
     conversation_id: Any,
     message_id: Any,
     text: Any,
@@ -50,7 +50,7 @@ def edit_message(
 
 
 def regenerate(
-    ref: SessionRef, conversation_id: Any, message_id: Any, *, impersonated: bool, language: str | None = None
+    ref: Actor, conversation_id: Any, message_id: Any, *, impersonated: bool, language: str | None = None
 ) -> Turn:
     """Answer again the user's message that ``message_id`` (output of a turn, on the active line) answers.
 
@@ -62,7 +62,7 @@ def regenerate(
     )
 
 
-def switch_version(ref: SessionRef, conversation_id: Any, message_id: Any, *, impersonated: bool) -> bool:
+def switch_version(ref: Actor, conversation_id: Any, message_id: Any, *, impersonated: bool) -> bool:
     """Make the version that holds ``message_id`` the active one, with the line it last showed below it.
 
     Refused (``Busy``) while a turn runs in the chat. True when the line changed.
