@@ -16,6 +16,10 @@ are JSON as many servers write it, with non-ASCII text unescaped. The time
 each chunk was written is kept in ``chunk_times``; ``connections`` counts
 the connections clients opened.
 
+A request to ``/v1/audio/transcriptions`` (multipart, as the SDK sends it) takes the next of
+``transcripts``: ``transcript("words", seconds=3)`` or ``error(...)``; what it received (the file's
+name and bytes, the model) is kept in ``recordings``.
+
 A reply's text may carry ``NONCE``: the server puts in its place the
 off-purpose nonce of the request's system prompt, as a model that obeys the
 prompt would (``off_purpose("reason")`` writes the whole marker).
@@ -23,6 +27,8 @@ prompt would (``off_purpose("reason")`` writes the whole marker).
 
 from __future__ import annotations
 
+import email.parser
+import email.policy
 import json
 import re
 import threading
@@ -70,6 +76,11 @@ def tool_calls(*calls: tuple[str, Any] | tuple[str, Any, str], content: str = ""
     return {"content": content, "tool_calls": built, "delay": delay}
 
 
+def transcript(text: str, *, seconds: float | None = None) -> dict[str, Any]:
+    """A transcription's answer; with ``seconds``, the length the server counted (OpenAI's ``usage``)."""
+    return {"text": text, "seconds": seconds}
+
+
 def error(status: int, *, delay: float = 0, message: str = "scripted failure") -> dict[str, Any]:
     return {"status": status, "delay": delay, "message": message}
 
@@ -77,6 +88,8 @@ def error(status: int, *, delay: float = 0, message: str = "scripted failure") -
 class ScriptedModelServer:
     def __init__(self) -> None:
         self.script: deque[dict[str, Any]] = deque()
+        self.transcripts: deque[dict[str, Any]] = deque()
+        self.recordings: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.received = threading.Event()
@@ -97,6 +110,9 @@ class ScriptedModelServer:
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
+                if self.path.endswith("/audio/transcriptions"):
+                    self._transcribe(self.rfile.read(length))
+                    return
                 body = json.loads(self.rfile.read(length) or b"{}")
                 server.requests.append(body)
                 server.headers.append(dict(self.headers))
@@ -116,6 +132,28 @@ class ScriptedModelServer:
                         self.close_connection = True  # the client stopped reading (a stopped turn)
                     return
                 self._send(200, server.completion(reply, body))
+
+            def _transcribe(self, raw: bytes) -> None:
+                form = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+                    b"Content-Type: " + self.headers["Content-Type"].encode() + b"\r\n\r\n" + raw
+                )
+                fields = {part.get_param("name", header="content-disposition"): part for part in form.iter_parts()}
+                audio = fields["file"]
+                server.recordings.append(
+                    {
+                        "name": audio.get_filename(),
+                        "audio": audio.get_payload(decode=True),
+                        "model": fields["model"].get_payload(decode=True).decode(),
+                    }
+                )
+                reply = server.transcripts.popleft() if server.transcripts else transcript("")
+                if "status" in reply:
+                    self._send(reply["status"], {"error": {"message": reply["message"], "type": "scripted"}})
+                    return
+                answer: dict[str, Any] = {"text": reply["text"]}
+                if reply["seconds"] is not None:
+                    answer["usage"] = {"type": "duration", "seconds": reply["seconds"]}
+                self._send(200, answer)
 
             def _stream(self, reply: dict[str, Any], body: dict[str, Any]) -> None:
                 self.send_response(200)
