@@ -11,6 +11,7 @@ import asyncio
 import logging
 import os
 import threading
+import warnings
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Awaitable, Callable, TypeVar
@@ -116,7 +117,9 @@ async def _run(settings: Config, make: Callable[[Any], Awaitable[T]]) -> T:
     try:
         return await make(_bot(settings))
     except tg.RetryAfter as limited:
-        wait = limited.retry_after
+        with warnings.catch_warnings():  # the attribute's type changes in a later release: both are read
+            warnings.simplefilter("ignore")
+            wait = limited.retry_after
         seconds = wait.total_seconds() if isinstance(wait, timedelta) else float(wait)
         raise BotError(RATE_LIMITED, retry_after=seconds) from None
     except tg.Forbidden:

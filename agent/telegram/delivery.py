@@ -173,8 +173,15 @@ def send_with_buttons(
     nothing) finds what the buttons stand for (``fields``: the card, or the chats listed)."""
     token = secrets.token_urlsafe(12)
     keyboard = [[(label, f"{token}:{choice}") for label, choice in row] for row in choices]
-    message_id = send(link.chat_id, text_html, keyboard=keyboard)
-    return TelegramButtons.objects.create(token=token, link=link, message_id=message_id, kind=kind, **fields)
+    # Stored before it is sent, so a press that comes at once finds what it stands for.
+    buttons = TelegramButtons.objects.create(token=token, link=link, message_id=0, kind=kind, **fields)
+    try:
+        buttons.message_id = send(link.chat_id, text_html, keyboard=keyboard)
+    except BaseException:
+        buttons.delete()
+        raise
+    TelegramButtons.objects.filter(pk=buttons.pk).update(message_id=buttons.message_id)
+    return buttons
 
 
 def card_decided(confirmation_id: Any) -> None:

@@ -260,7 +260,10 @@ def _switch(link: TelegramLink, ref: TelegramRef, buttons: TelegramButtons, choi
     _scope, chat = conversations.authorize_conversation(ref, chat_id, impersonated=False)
     TelegramLink.objects.filter(pk=link.pk).update(conversation=chat)
     title = chat.title or _("Untitled chat")
-    delivery.edit(link.chat_id, buttons.message_id, _("Now in: %(title)s") % {"title": formatting.escape(title)})
+    try:  # the list says where the chat is now; the press's answer says it anyway
+        delivery.edit(link.chat_id, buttons.message_id, _("Now in: %(title)s") % {"title": formatting.escape(title)})
+    except BotError:
+        pass
     return _("Now in: %(title)s") % {"title": title}
 
 
