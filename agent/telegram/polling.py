@@ -14,7 +14,7 @@ import threading
 import uuid
 from typing import Any
 
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 
 from ..models import TelegramBot
 from ..turns import locks
@@ -47,6 +47,7 @@ def run(stop: threading.Event) -> None:
                     logger.warning("agent telegram: Telegram refused polling (a webhook is set, or another reader)")
     finally:
         locks.release_names([locks.TELEGRAM_READER], holder)
+        connection.close()  # a reader runs in a thread of its own, or a process that ends here
 
 
 def poll_once(timeout: int = POLL_S) -> int:

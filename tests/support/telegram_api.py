@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, unquote
 
 TOKEN = "123456:TEST-token"
 BOT = {"id": 123456, "is_bot": True, "first_name": "Assistant", "username": "agent_test_bot"}
@@ -69,8 +69,8 @@ class FakeBotApi:
                 pass
 
             def do_GET(self) -> None:
-                prefix = f"/file/bot{TOKEN}/"
-                data = api.files.get(self.path[len(prefix) :]) if self.path.startswith(prefix) else None
+                prefix, path = f"/file/bot{TOKEN}/", unquote(self.path)  # the library quotes the token's colon
+                data = api.files.get(path[len(prefix) :]) if path.startswith(prefix) else None
                 if data is None:
                     self._send(404, b"not found", "text/plain")
                 else:
