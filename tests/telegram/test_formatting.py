@@ -41,10 +41,7 @@ def test_the_models_own_html_is_shown_as_text() -> None:
 def test_only_http_links_are_links() -> None:
     (message,) = messages("[site](https://example.com/?a=1&b=2) [bad](javascript:alert(1)) [mail](mailto:a@b.c)")
     assert '<a href="https://example.com/?a=1&amp;b=2">site</a>' in message
-    assert (
-        "javascript" not in re.sub(r"\[bad\]\(javascript:alert\(1\)\)", "", message)
-        or "href" not in message.split("site</a>")[1]
-    )
+    assert 'href="javascript' not in message and 'href="mailto' not in message
     assert message.count("<a ") == 1
 
 
