@@ -199,7 +199,9 @@ def authorize_with(
     else:
         statement = Statement(_checks_queryset(kind, checked, annotations or {}), annotations or {})
     now = timezone.now()
-    credential: dict[str, Any] = {"link": ref.link_id} if isinstance(ref, TelegramRef) else {"session_key": ref.session_key}
+    credential: dict[str, Any] = (
+        {"link": ref.link_id} if isinstance(ref, TelegramRef) else {"session_key": ref.session_key}
+    )
     user = statement.run({**(values or {}), "user": ref.user_id, "now": now, **credential})
     if isinstance(ref, TelegramRef):
         if user is None or not user.agent_link_live:

@@ -20,7 +20,7 @@ from .ai import endpoints, limits, providers
 from .conf import agent_settings
 from .models import AgentSettings, Endpoint, UserSettings
 
-WRITABLE = ("instructions", "language", "endpoint", "picture_endpoint")
+WRITABLE = ("instructions", "language", "endpoint", "picture_endpoint", "speech_endpoint")
 """The keys ``update`` reads; every other key is ignored."""
 
 SHOWN_LIMITS = (limits.COST_PER_USER, limits.TURNS_PER_USER, limits.OFF_PURPOSE, limits.COST_SITE)
@@ -92,6 +92,8 @@ def _pick(own: UserSettings, field: str, value: Any, site: AgentSettings) -> Non
         raise ValidationError(_("This model cannot be picked.")) from None
     if field == "picture_endpoint" and not providers.adapter_for(chosen).sees_pictures():
         raise ValidationError(_("This model cannot see pictures."))
+    if field == "speech_endpoint" and not chosen.supports_transcription:
+        raise ValidationError(_("This model cannot turn speech into text."))
     setattr(own, field, chosen)
     setattr(own, f"{field}_set_by", UserSettings.SetBy.USER)
 
@@ -105,6 +107,7 @@ def _view(user: Any, own: UserSettings | None) -> dict[str, Any]:
         "models": {
             "chat": choice_view(choices["chat"]),
             "pictures": choice_view(choices["pictures"], chat=choices["chat"], site=site),
+            "speech": speech_view(choices["speech"]),
         },
         "picker": {
             "offered": bool(pickable),
@@ -113,6 +116,8 @@ def _view(user: Any, own: UserSettings | None) -> dict[str, Any]:
             "picture_endpoint": _picked(own, "picture_endpoint"),
             "endpoint_locked": _locked(own, "endpoint"),
             "picture_endpoint_locked": _locked(own, "picture_endpoint"),
+            "speech_endpoint": _picked(own, "speech_endpoint"),
+            "speech_endpoint_locked": _locked(own, "speech_endpoint"),
         },
         "instructions": own.instructions if own else "",
         "max_instructions": agent_settings.MAX_INSTRUCTIONS_CHARS,
@@ -136,6 +141,7 @@ def endpoint_view(endpoint: Endpoint) -> dict[str, Any]:
         "model": endpoint.model,
         "supports_images": adapter.sees_pictures(),
         "supports_tools": adapter.takes_tools(),
+        "supports_transcription": endpoint.supports_transcription,
     }
 
 
@@ -152,6 +158,24 @@ def choice_view(
         "source": choice.source,
         "reason": choice.reason,
         "explanation": source_text(choice) if chat is None else picture_source_text(choice, chat, site),
+    }
+
+
+def speech_view(choice: endpoints.Choice) -> dict[str, Any]:
+    """The speech model in effect: the user's own, the site's, or none (then the page has no microphone)."""
+    if choice.endpoint is None:
+        explanation = _("No speech model: the microphone is not offered.")
+    elif choice.source == endpoints.PERSONAL:
+        explanation = _("Your own model for speech.")
+    elif choice.source == endpoints.FALLBACK:
+        explanation = _("The site's model for speech: your own cannot be used now.")
+    else:
+        explanation = _("The site's model for speech.")
+    return {
+        "endpoint": endpoint_view(choice.endpoint) if choice.endpoint is not None else None,
+        "source": choice.source,
+        "reason": choice.reason,
+        "explanation": explanation,
     }
 
 

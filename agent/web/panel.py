@@ -1,4 +1,4 @@
-"""The "My assistant" page and its JSON API; each view calls ``agent.assistant``."""
+"""The "My assistant" page and its JSON API; each view calls ``agent.assistant`` or ``agent.telegram``."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils import translation
 from django.utils.translation import get_language
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from .. import assistant, errors
-from ..access import SessionRef, authorize_session, is_impersonated, language_for
+from .. import assistant, errors, telegram
+from ..access import TELEGRAM_PERMISSION, Scope, SessionRef, authorize_session, is_impersonated, language_for
 from ..conf import agent_settings
+from ..telegram import bot
 from .http import api, read_body, unavailable
 
 
@@ -23,8 +24,38 @@ from .http import api, read_body, unavailable
 def settings_api(request: HttpRequest, ref: SessionRef, impersonated: bool) -> dict[str, Any]:
     """GET: the panel's data. POST (JSON): the user's changes, then the panel's data."""
     if request.method == "POST":
-        return assistant.update(ref, read_body(request), impersonated=impersonated)
-    return assistant.panel(ref, impersonated=impersonated)
+        data = assistant.update(ref, read_body(request), impersonated=impersonated)
+    else:
+        data = assistant.panel(ref, impersonated=impersonated)
+    return {**data, "telegram": _telegram(authorize_session(ref, impersonated=impersonated))}
+
+
+@require_POST
+@api
+def telegram_link(request: HttpRequest, ref: SessionRef, impersonated: bool) -> dict[str, Any]:
+    """A one-time link that connects the Telegram chat which opens it to this user."""
+    token = telegram.link_token(ref, impersonated=impersonated)
+    return {"url": telegram.link_url(token), "expires_in": agent_settings.TELEGRAM_LINK_TTL_S}
+
+
+@require_POST
+@api
+def telegram_revoke(request: HttpRequest, ref: SessionRef, impersonated: bool) -> dict[str, Any]:
+    """Disconnect one of the user's Telegram chats (``{"link": id}``); the panel's Telegram part after."""
+    telegram.revoke(ref, read_body(request).get("link"), impersonated=impersonated)
+    return {"telegram": _telegram(authorize_session(ref, impersonated=impersonated))}
+
+
+def _telegram(scope: Scope) -> dict[str, Any]:
+    """Whether the user may connect Telegram, the bot's name, and their live links (never a chat id)."""
+    settings = bot.config()
+    offered = settings is not None and scope.has_perm(TELEGRAM_PERMISSION)
+    links = telegram.live_links(scope.ref, impersonated=False) if offered else []
+    return {
+        "offered": offered,
+        "bot": settings.username if settings is not None else "",
+        "links": [{"id": link.pk, "name": link.name, "created_at": link.created_at.isoformat()} for link in links],
+    }
 
 
 @login_required
@@ -35,7 +66,12 @@ def page(request: HttpRequest) -> HttpResponse:
         scope = authorize_session(SessionRef.from_request(request), impersonated=is_impersonated(request))
     except errors.Refusal as refusal:
         return unavailable(request, refusal)
-    config = {"api_url": reverse("agent:assistant_api"), "max_instructions": agent_settings.MAX_INSTRUCTIONS_CHARS}
+    config = {
+        "api_url": reverse("agent:assistant_api"),
+        "telegram_link_url": reverse("agent:telegram_link"),
+        "telegram_revoke_url": reverse("agent:telegram_revoke"),
+        "max_instructions": agent_settings.MAX_INSTRUCTIONS_CHARS,
+    }
     context = {"config": config, "chat_url": reverse("agent:chat")}
     with translation.override(language_for(scope.user_settings, get_language())):
         return render(request, "agent/assistant.html", context)

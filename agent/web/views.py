@@ -18,12 +18,13 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.i18n import JavaScriptCatalog
 
 from .. import confirmations, conversations, errors, turns, voice
-from ..access import SessionRef, authorize_session, is_impersonated, language_for
+from ..access import TELEGRAM_PERMISSION, SessionRef, authorize_session, is_impersonated, language_for
 from ..ai import endpoints
 from ..assistant import choice_view
 from ..conf import agent_settings
 from ..file_kinds import extensions_for
 from ..models import UserSettings
+from ..telegram import bot
 from .consumers import CLOSE_CODES, WEBSOCKET_PATH
 from .http import api, page_language, read_body, unavailable
 from .rendering import page_view
@@ -49,6 +50,7 @@ def chat(request: HttpRequest, conversation_id: Any = None) -> HttpResponse:
     language = language_for(scope.user_settings, get_language())
     with translation.override(language):
         context["model"] = choice_view(endpoints.effective(request.user, user_settings=scope.user_settings))
+        context["telegram_offered"] = bot.config() is not None and scope.has_perm(TELEGRAM_PERMISSION)
         context["config"] = page_config(
             conversation_id or "", voice_offered=voice.available(scope.user, scope.user_settings)
         )

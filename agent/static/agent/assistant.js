@@ -17,6 +17,14 @@ const ui = {
   picker: $("picker"),
   endpoint: $("pick-endpoint"),
   pictureEndpoint: $("pick-picture-endpoint"),
+  speechEndpoint: $("pick-speech-endpoint"),
+  telegram: $("telegram"),
+  telegramLinks: $("telegram-links"),
+  telegramConnect: $("telegram-connect"),
+  telegramInvite: $("telegram-invite"),
+  telegramOpen: $("telegram-open"),
+  telegramExpires: $("telegram-expires"),
+  telegramError: $("telegram-error"),
   instructions: $("instructions"),
   count: $("instructions-count"),
   language: $("language"),
@@ -25,7 +33,7 @@ const ui = {
   usage: $("usage"),
   quotas: $("quotas"),
 };
-const FIELDS = ["endpoint", "picture_endpoint", "instructions", "language", "__all__"];
+const FIELDS = ["endpoint", "picture_endpoint", "speech_endpoint", "instructions", "language", "__all__"];
 let maxInstructions = config.max_instructions;
 
 const call = (method, body) => request(method, config.api_url, body);
@@ -35,9 +43,9 @@ function sourceClass(choice) {
 }
 
 function renderModels(models) {
-  const labels = { chat: gettext("Chats"), pictures: gettext("Pictures") };
+  const labels = { chat: gettext("Chats"), pictures: gettext("Pictures"), speech: gettext("Speech") };
   ui.models.replaceChildren();
-  for (const kind of ["chat", "pictures"]) {
+  for (const kind of ["chat", "pictures", "speech"]) {
     const choice = models[kind];
     const term = document.createElement("dt");
     term.textContent = labels[kind];
@@ -74,9 +82,12 @@ function renderPicker(picker) {
   const all = picker.endpoints.map((e) => [e.id, e.name + " (" + e.model + ")"]);
   const seeing = picker.endpoints.filter((e) => e.supports_images).map((e) => [e.id, e.name + " (" + e.model + ")"]);
   fillSelect(ui.endpoint, all, picker.endpoint, gettext("The site's model"));
+  const hearing = picker.endpoints.filter((e) => e.supports_transcription).map((e) => [e.id, e.name + " (" + e.model + ")"]);
   fillSelect(ui.pictureEndpoint, seeing, picker.picture_endpoint, gettext("The site's model"));
+  fillSelect(ui.speechEndpoint, hearing, picker.speech_endpoint, gettext("The site's model"));
   ui.endpoint.disabled = picker.endpoint_locked;
   ui.pictureEndpoint.disabled = picker.picture_endpoint_locked;
+  ui.speechEndpoint.disabled = picker.speech_endpoint_locked;
 }
 
 function usageText(item) {
@@ -127,6 +138,66 @@ function renderQuotas(items) {
   }
 }
 
+// -- Telegram: connect a chat by a one-time link, see the chats connected, disconnect one ----------
+
+function renderTelegram(telegram) {
+  ui.telegram.hidden = !telegram.offered;
+  ui.telegramLinks.replaceChildren();
+  for (const link of telegram.links) {
+    const line = document.createElement("li");
+    line.dataset.link = String(link.id);
+    const since = new Date(link.created_at).toLocaleDateString();
+    line.append(interpolate(gettext("%(name)s, connected on %(date)s"), { name: link.name || "Telegram", date: since }, true), " ");
+    const disconnect = document.createElement("button");
+    disconnect.type = "button";
+    disconnect.className = "button-small";
+    disconnect.textContent = gettext("Disconnect");
+    disconnect.addEventListener("click", () => revokeLink(link.id));
+    line.append(disconnect);
+    ui.telegramLinks.append(line);
+  }
+}
+
+async function connectTelegram() {
+  ui.telegramError.textContent = "";
+  ui.telegramConnect.disabled = true;
+  try {
+    const invite = await request("POST", config.telegram_link_url, {});
+    ui.telegramOpen.href = invite.url;
+    const minutes = Math.round(invite.expires_in / 60);
+    ui.telegramExpires.textContent = interpolate(
+      gettext("The link works once, for %(minutes)s minutes."), { minutes: minutes }, true,
+    );
+    ui.telegramInvite.hidden = false;
+    ui.telegramOpen.focus();
+  } catch (failure) {
+    ui.telegramError.textContent = errorText(failure);
+  } finally {
+    ui.telegramConnect.disabled = false;
+  }
+}
+
+async function revokeLink(id) {
+  ui.telegramError.textContent = "";
+  try {
+    renderTelegram((await request("POST", config.telegram_revoke_url, { link: id })).telegram);
+  } catch (failure) {
+    ui.telegramError.textContent = errorText(failure);
+  }
+}
+
+ui.telegramConnect.addEventListener("click", connectTelegram);
+// Back from Telegram after pressing Start: the new link shows (the rest of the form keeps what was typed).
+window.addEventListener("focus", async () => {
+  if (!ui.telegramInvite.hidden) {
+    try {
+      renderTelegram((await call("GET")).telegram);
+    } catch (failure) {
+      ui.telegramError.textContent = errorText(failure);
+    }
+  }
+});
+
 function renderLanguage(languages, selected) {
   fillSelect(ui.language, languages, selected, gettext("As my browser asks"));
 }
@@ -146,6 +217,7 @@ function render(data) {
   renderLanguage(data.languages, data.language);
   renderUsage(data.usage);
   renderQuotas(data.quotas);
+  renderTelegram(data.telegram);
   showCount();
   ui.form.hidden = false;
   ui.status.textContent = "";
@@ -195,6 +267,9 @@ ui.form.addEventListener("submit", async (event) => {
     }
     if (!ui.pictureEndpoint.disabled) {
       body.picture_endpoint = ui.pictureEndpoint.value;
+    }
+    if (!ui.speechEndpoint.disabled) {
+      body.speech_endpoint = ui.speechEndpoint.value;
     }
   }
   ui.save.disabled = true;
