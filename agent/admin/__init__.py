@@ -3,8 +3,8 @@
 List pages never show a message's text, a tool's arguments or results, a
 session key or an API key; message text needs ``agent.view_chat_content``.
 Each module registers the pages of one part: where chats go (``endpoints``),
-the chats themselves (``chats``) and the journal of model calls with its
-reports (``journal``, drawing on ``reports``).
+the chats themselves (``chats``), the journal of model calls with its
+reports (``journal``, drawing on ``reports``) and the Telegram links (``telegram``).
 """
 
-from . import chats, endpoints, journal  # noqa: F401  (registering is importing)
+from . import chats, endpoints, journal, telegram  # noqa: F401  (registering is importing)

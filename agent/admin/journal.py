@@ -18,7 +18,7 @@ from django.utils.translation import gettext_lazy as _
 
 from ..models import AIRequest
 from .permissions import MANAGE, ReadOnlyMixin
-from .reports import cost_charts, endpoint_health, journal_csv
+from .reports import cost_charts, endpoint_health, journal_csv, telegram_health
 
 
 @admin.register(AIRequest)
@@ -73,6 +73,7 @@ class AIRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
             "title": _("Endpoint health, last 24 hours"),
             "opts": self.model._meta,
             "endpoints": endpoint_health(timezone.now() - timedelta(hours=24)),
+            "telegram": telegram_health(),
         }
         return TemplateResponse(request, "admin/agent/airequest/health.html", context)
 

@@ -14,7 +14,10 @@ from django.db.models.functions import TruncDate
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from ..models import AIRequest, Endpoint, Turn
+from ..ai.speech import SOURCE as SPEECH_SOURCE
+from ..models import AIRequest, Endpoint, Lock, TelegramBot, TelegramLink, Turn
+from ..telegram import bot
+from ..turns import locks
 
 CHART_DAYS = 30
 CHART_USERS = 6
@@ -41,7 +44,15 @@ def cost_charts(today: date) -> dict[str, Any]:
         .annotate(amount=Count("id"))
         .order_by()
     )
+    speech_rows = (
+        AIRequest.objects.filter(created_at__gte=since, source=SPEECH_SOURCE)
+        .annotate(day=TruncDate("created_at"))
+        .values("day", "user__username")
+        .annotate(amount=Sum("audio_seconds"))
+        .order_by()
+    )
     cost = {(r["day"], r["user__username"] or "—"): float(r["amount"] or 0) for r in cost_rows}
+    speech = {(r["day"], r["user__username"] or "—"): (r["amount"] or 0) / 60 for r in speech_rows}
     turns = {(r["day"], r["user__username"] or "—"): float(r["amount"]) for r in turn_rows}
     days = [first + timedelta(days=n) for n in range(CHART_DAYS)]
     table = sorted({key for key in [*cost, *turns]}, key=lambda key: (key[0], key[1]), reverse=True)
@@ -49,7 +60,14 @@ def cost_charts(today: date) -> dict[str, Any]:
         "cost_chart": _stacked_bars(days, cost, money=True),
         "turns_chart": _stacked_bars(days, turns, money=False),
         "rows": [
-            {"day": d, "user": u, "cost": cost.get((d, u), 0), "turns": int(turns.get((d, u), 0))} for d, u in table
+            {
+                "day": d,
+                "user": u,
+                "cost": cost.get((d, u), 0),
+                "turns": int(turns.get((d, u), 0)),
+                "speech_minutes": speech.get((d, u), 0),
+            }
+            for d, u in table
         ],
     }
 
@@ -240,3 +258,22 @@ def csv_cell(value: Any) -> Any:
     if isinstance(value, str) and value.startswith(FORMULA_STARTS):
         return "'" + value
     return value
+
+
+def telegram_health() -> dict[str, Any] | None:
+    """The site's bot as the workers and the reader last saw it; None when Telegram is off."""
+    settings = bot.config()
+    if settings is None:
+        return None
+    state = TelegramBot.objects.filter(pk=1).first() or TelegramBot()
+    reading = Lock.objects.filter(name=locks.TELEGRAM_READER, expires_at__gt=timezone.now()).exists()
+    return {
+        "bot": settings.username,
+        "mode": settings.mode,
+        "reader": reading if settings.mode == "polling" else None,
+        "last_update_at": state.last_update_at,
+        "last_error_at": state.last_error_at,
+        "last_error": state.last_error,
+        "errors": state.errors,
+        "links": TelegramLink.objects.filter(revoked_at__isnull=True).count(),
+    }

@@ -27,7 +27,8 @@ class TelegramLink(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.user_id} ↔ {self.chat_id}"
+        # The chat's id is how to reach the person: never in a label.
+        return f"{self.name or 'Telegram'} #{self.pk}"
 
 
 class TelegramLinkToken(models.Model):
