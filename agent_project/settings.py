@@ -136,6 +136,15 @@ CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 AGENT = {"SESSION_WRITE_MODULES": ["notes"], "LOGOUT_URL": "logout"}
 if FILES_BUCKET:
     AGENT["ATTACHMENT_STORAGE"] = "agent_files"
+# The assistant in Telegram: the bot's token from @BotFather turns it on (docs/operations.md, "Telegram").
+if env.str("TELEGRAM_TOKEN", default=""):
+    AGENT["TELEGRAM"] = {
+        "TOKEN_ENV": "TELEGRAM_TOKEN",
+        "BOT_USERNAME": env.str("TELEGRAM_BOT_USERNAME"),
+        "MODE": env.str("TELEGRAM_MODE", default="polling"),
+        "SECRET": env.str("TELEGRAM_SECRET", default=""),
+        "BASE_URL": env.str("TELEGRAM_BASE_URL", default="") or None,
+    }
 
 LOGGING = {
     "version": 1,

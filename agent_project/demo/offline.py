@@ -7,11 +7,15 @@ an endpoint row at it, so a demo turn goes through ``complete()`` and the real
 requests about notes, "create a note: <title>", "find notes about <words>" and
 "rename my note about <words> to <title>", in English and Russian; a request for a poem, a joke or the weather
 is answered as off purpose, with the marker the system prompt asks for (its
-turn's nonce included); anything else gets help.
+turn's nonce included); anything else gets help. Its ``/audio/transcriptions``
+hears those requests spoken in English (``hearing``), where the demo's extras
+are installed.
 """
 
 from __future__ import annotations
 
+import email.parser
+import email.policy
 import json
 import re
 import threading
@@ -21,6 +25,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from agent.ai.guard import MARKER_CLOSE, MARKER_OPEN, marker_example
+
+from . import hearing
 
 MODEL_NAME = "offline-demo"
 LABEL = {"en": "_(offline demo model: no AI service is configured)_", "ru": "_(офлайн-демо: модель не подключена)_"}
@@ -193,6 +199,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
+        if self.path.endswith("/audio/transcriptions"):
+            self._transcribe(self.rfile.read(length))
+            return
         body = _json(self.rfile.read(length).decode("utf-8", "replace")) or {}
         message = reply(body.get("messages") or [], body.get("tools") or [])
         finish = "tool_calls" if message.get("tool_calls") else "stop"
@@ -203,8 +212,33 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True  # the turn was stopped: its worker hung up mid-answer
             return
         choice = {"index": 0, "message": message, "finish_reason": finish}
-        payload = json.dumps(_envelope("chat.completion", choices=[choice], usage=USAGE)).encode()
-        self.send_response(200)
+        self._answer(200, _envelope("chat.completion", choices=[choice], usage=USAGE))
+
+    def _transcribe(self, raw: bytes) -> None:
+        """Speech to text with the demo's offline recognizer (``hearing``), answered as OpenAI's API does."""
+        form = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+            b"Content-Type: " + self.headers.get("Content-Type", "").encode() + b"\r\n\r\n" + raw
+        )
+        audio = next(
+            (
+                p.get_payload(decode=True)
+                for p in form.iter_parts()
+                if p.get_param("name", header="content-disposition") == "file"
+            ),
+            None,
+        )
+        try:
+            text, seconds = hearing.words(audio or b"")
+        except Exception:  # a recording PyAV cannot read
+            self._answer(
+                400, {"error": {"message": "The recording could not be read.", "type": "invalid_request_error"}}
+            )
+            return
+        self._answer(200, {"text": text, "usage": {"type": "duration", "seconds": round(seconds, 1)}})
+
+    def _answer(self, status: int, body: Any) -> None:
+        payload = json.dumps(body).encode()
+        self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()

@@ -21,11 +21,12 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from agent.models import AgentSettings, Endpoint
-from agent_project.demo import offline
+from agent_project.demo import hearing, offline
 from agent_project.notes.models import Note
 
 DEMO_PERMISSIONS = [
     "use_agent",
+    "use_telegram",
     "manage_agent",
     "manage_endpoints",
     "view_chat_content",
@@ -55,6 +56,8 @@ class Command(BaseCommand):
         if options["no_serve"]:
             return
         _start_worker()
+        if _start_telegram_reader():
+            self.stdout.write("  Telegram: reading updates for the bot; connect it on My assistant.")
         call_command("runserver", options["addrport"], use_reloader=False, insecure_serving=True)
 
     def _demo_user(self) -> tuple[str, str]:
@@ -82,10 +85,12 @@ class Command(BaseCommand):
                 "enabled": True,
                 "supports_tools": True,
                 "supports_images": True,  # it names the pictures it is sent
+                "supports_transcription": hearing.available(),  # its offline recognizer, where installed
                 "timeout_s": 10,
             },
         )
         site.default_endpoint = endpoint
+        site.speech_endpoint = endpoint if endpoint.supports_transcription else None
         site.save()
         return endpoint
 
@@ -113,3 +118,14 @@ def _start_worker() -> None:
             sweep_turns.delay()
 
     threading.Thread(target=sweep, name="demo-sweep", daemon=True).start()
+
+
+def _start_telegram_reader() -> bool:
+    """The reader of Telegram updates in this process, when the site's bot polls (``TELEGRAM_TOKEN``)."""
+    from agent.telegram import bot, polling
+
+    settings = bot.config()
+    if settings is None or settings.mode != "polling":
+        return False
+    threading.Thread(target=polling.run, args=(threading.Event(),), name="demo-telegram", daemon=True).start()
+    return True
