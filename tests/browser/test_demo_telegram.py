@@ -121,7 +121,7 @@ def test_a_demo_user_talks_to_the_assistant_in_telegram_and_on_the_page(tab: Pag
     tab.click("#toggle-sidebar")  # a phone shows the chats on demand
     tab.locator(".chat-link").first.click()
     expect(tab.locator("#message-log")).to_contain_text("create a note: Buy milk")
-    expect(tab.locator("#message-log")).to_contain_text("create a note buy milk")
+    expect(tab.locator("#message-log .msg-user", has_text="create a note buy milk")).to_contain_text("Spoken")
     bot_api.says(CHAT, "find notes about milk")
     expect(tab.locator("#message-log")).to_contain_text("find notes about milk", timeout=30_000)
     bot_says(bot_api, "Buy milk")

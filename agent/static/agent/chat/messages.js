@@ -177,6 +177,13 @@ function messageElement(view) {
     renderFileChips(files, view.files);
     element.append(files);
   }
+  if (view.spoken) {
+    // Words from a voice note, as the speech model heard them, sent without being read first.
+    const mark = document.createElement("span");
+    mark.className = "msg-spoken-mark";
+    mark.textContent = gettext("Spoken");
+    element.append(mark);
+  }
   element.append(timeElement(view.created_at));
   return element;
 }
