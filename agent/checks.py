@@ -45,6 +45,24 @@ def check_agent_settings(app_configs: Any = None, **kwargs: Any) -> list[Error]:
 
 
 @register(TAG)
+def check_telegram_library(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """A site that configures its bot needs python-telegram-bot, which the app does not require."""
+    if not agent_settings.TELEGRAM:
+        return []
+    try:
+        import telegram  # noqa: F401
+    except ImportError:
+        return [
+            Error(
+                "AGENT['TELEGRAM'] is set, but python-telegram-bot is not installed.",
+                hint='pip install "django-agent[telegram]"',
+                id="agent.E020",
+            )
+        ]
+    return []
+
+
+@register(TAG)
 def check_channel_layer_reaches_workers(app_configs: Any = None, **kwargs: Any) -> list[CheckWarning]:
     """A worker's events reach the page through the channel layer; an in-memory one never leaves its process."""
     backend = getattr(settings, "CHANNEL_LAYERS", {}).get("default", {}).get("BACKEND")

@@ -248,7 +248,11 @@ def _card_press(ref: TelegramRef, buttons: TelegramButtons, choice: str) -> str:
         card = confirmations.cancel(ref, card_id, impersonated=False)
     else:
         return _("This button no longer works.")
-    delivery.card_decided(card.pk)  # at once here; the outcome's own task finds it done
+    try:
+        delivery.card_decided(card.pk)  # at once here; the outcome's own task finds it done
+    except BotError:
+        pass  # that task edits it then: the press is answered now, whatever Telegram says
+
     return notices.text(f"confirmation_{card.status}", {"tool": tool_title(card.tool_name)})
 
 

@@ -4,6 +4,7 @@ only http(s) links, and answers longer than Telegram takes cut into several, non
 from __future__ import annotations
 
 import html
+import sys
 import re
 from typing import Any
 
@@ -88,3 +89,12 @@ def test_the_telegram_setting_is_checked_at_start(settings: Any, value: Any, pro
     settings.AGENT = {**settings.AGENT, "TELEGRAM": value}
     found = [m.msg for m in run_checks(tags=["agent"]) if m.id == "agent.E019"]
     assert (found == []) if problem is None else any(problem in m for m in found), found
+
+
+def test_a_bot_without_its_library_is_named_at_start(settings: Any, monkeypatch: Any) -> None:
+    settings.AGENT = {**settings.AGENT, "TELEGRAM": {"TOKEN": "t", "BOT_USERNAME": "b", "MODE": "polling"}}
+    assert not [m for m in run_checks(tags=["agent"]) if m.id == "agent.E020"]
+    monkeypatch.setitem(sys.modules, "telegram", None)  # as if python-telegram-bot were not installed
+    assert [m.hint for m in run_checks(tags=["agent"]) if m.id == "agent.E020"] == [
+        'pip install "django-agent[telegram]"'
+    ]
