@@ -4,8 +4,8 @@ only http(s) links, and answers longer than Telegram takes cut into several, non
 from __future__ import annotations
 
 import html
-import sys
 import re
+import sys
 from typing import Any
 
 import pytest
