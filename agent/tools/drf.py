@@ -28,6 +28,7 @@ from rest_framework.filters import OrderingFilter, SearchFilter
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.schemas.openapi import AutoSchema
+from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.viewsets import GenericViewSet
 
 from .registry import Refused, Tool, ToolContext, declared
@@ -98,7 +99,7 @@ def register_viewset(
             parameters=_parameters(action),
             module=write_module if action.writes else None,
             preview=_preview(action) if action.writes else None,
-            fingerprint=_fingerprint(action) if action.writes and action.detail else None,
+            fingerprint=_fingerprint(action) if action.writes else None,
             title=(titles or {}).get(name) or _title(action, model),
         )
         tools.append(declared(tool))
@@ -296,6 +297,7 @@ def _prepared(action: Action, ctx: ToolContext, args: dict[str, Any], *, checks:
     view.headers = view.default_response_headers
     try:
         if checks:
+            _throttles_judge_only(view)
             view.initial(view.request, **view.kwargs)
         instance = view.get_object() if action.detail else None
         if not checks or action.name not in WRITES or action.name == "destroy":
@@ -306,6 +308,24 @@ def _prepared(action: Action, ctx: ToolContext, args: dict[str, Any], *, checks:
         return view, instance, serializer
     except (APIException, Http404, PermissionDenied) as refused:
         raise _refusal(view.handle_exception(refused)) from None
+
+
+def _throttles_judge_only(view: GenericViewSet) -> None:
+    """Let the view's throttles refuse a user they would refuse now, without counting this pass.
+
+    A card's preview and the checks of an edit are not requests the user made: only the view's
+    dispatch at Confirm is, and it counts once, as the user's own HTTP request would. DRF's rate
+    throttles (and every throttle built on ``SimpleRateThrottle``) record a request in
+    ``throttle_success`` alone; a throttle keeping its count some other way is left to that dispatch."""
+    throttles = view.get_throttles
+
+    def judging_only() -> list[Any]:
+        judging = [throttle for throttle in throttles() if isinstance(throttle, SimpleRateThrottle)]
+        for throttle in judging:
+            throttle.throttle_success = lambda: True
+        return judging
+
+    view.get_throttles = judging_only
 
 
 def _messages(errors: Any) -> dict[str, list[str]]:
@@ -354,9 +374,12 @@ def _preview(action: Action) -> Callable[..., Any]:
 
 def _fingerprint(action: Action) -> Callable[..., str]:
     """A digest of the object's current state as the user's serializer shows it: a change made
-    since the card was shown refuses the click."""
+    since the card was shown refuses the click. An action on no one object (a create) has no
+    state to compare; its checks run when the view is dispatched at Confirm."""
 
     def fingerprint(ctx: ToolContext, **args: Any) -> str:
+        if not action.detail:
+            return hashlib.sha256(b"null").hexdigest()
         view, instance, _serializer = _prepared(action, ctx, {action.lookup: args.get(action.lookup)}, checks=False)
         return hashlib.sha256(JSONRenderer().render(view.get_serializer(instance).data)).hexdigest()
 

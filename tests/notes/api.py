@@ -3,7 +3,7 @@
 - ``get_queryset``: a user sees their own notes and the notes titled "[shared] ..." of others;
 - object permission: only a note's owner changes or deletes it (a shared note reads, 403 to change);
 - model permissions (``DjangoModelPermissions``): adding, changing, deleting need ``notes.*_note``;
-- a throttle: three new notes per user and hour;
+- throttles: three new notes per user and hour, five notes read one by one;
 - the serializer: a title may not be all capitals, and is at most 200 characters.
 """
 
@@ -50,6 +50,16 @@ class NewNotes(throttling.UserRateThrottle):
         return view.action != "create" or super().allow_request(request, view)
 
 
+class NotesRead(throttling.UserRateThrottle):
+    """Five notes read one by one per user and hour; lists are not counted."""
+
+    rate = "5/hour"
+    scope = "notes_read"
+
+    def allow_request(self, request: Any, view: Any) -> bool:
+        return view.action != "retrieve" or super().allow_request(request, view)
+
+
 class SmallPages(pagination.PageNumberPagination):
     page_size = 2
 
@@ -60,7 +70,7 @@ class NoteViewSet(viewsets.ModelViewSet):
     queryset = Note.objects.all()
     serializer_class = NoteSerializer
     permission_classes = [permissions.DjangoModelPermissions, OwnerChanges]
-    throttle_classes = [NewNotes]
+    throttle_classes = [NewNotes, NotesRead]
     filter_backends = [filters.SearchFilter, filters.OrderingFilter]
     search_fields = ["title", "body"]
     ordering_fields = ["title", "id"]

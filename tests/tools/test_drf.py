@@ -124,6 +124,45 @@ def test_a_throttled_user_is_throttled_through_the_tool_too(session, chat, tools
     assert (answer.outcome, answer.result["error"], answer.result["status"]) == ("denied", "throttled", 429)
 
 
+def test_a_note_made_through_the_assistant_counts_once_against_the_throttle_as_a_request_does(session, chat, tools):
+    client, ref = session
+    # given: three notes proposed, one of them edited on its card, and confirmed
+    for n, edits in enumerate([None, {"title": "Edited on the card"}, None]):
+        answer = call(ref, chat, "note_create", {"title": f"Note {n}"})
+        assert answer.outcome == "needs_confirmation", answer.result
+        decided = confirmations.confirm(ref, answer.confirmation.pk, impersonated=False, edits=edits)
+        assert decided.status == Status.DONE
+    # then: the three-an-hour throttle is used up, for the tool and for HTTP alike, and no sooner
+    assert Note.objects.count() == 3
+    answer = call(ref, chat, "note_create", {"title": "One more"})
+    assert (answer.outcome, answer.result["error"]) == ("denied", "throttled")
+    assert http(client, "POST", "/api/notes/", {"title": "And another"}).status_code == 429
+
+
+def test_a_read_counts_once_against_the_users_throttle_as_a_request_does(session, chat, tools, mine):
+    client, ref = session
+    for _n in range(3):
+        assert call(ref, chat, "note_retrieve", {"pk": mine.pk}).outcome == "ok"
+    for _n in range(2):
+        assert http(client, "GET", f"/api/notes/{mine.pk}/").status_code == 200
+
+    assert http(client, "GET", f"/api/notes/{mine.pk}/").status_code == 429  # five an hour
+    answer = call(ref, chat, "note_retrieve", {"pk": mine.pk})
+    assert (answer.outcome, answer.result["error"], answer.result["status"]) == ("denied", "throttled", 429)
+
+
+def test_a_card_made_before_the_user_was_throttled_fails_at_confirm_as_the_request_would(session, chat, tools):
+    client, ref = session
+    card = call(ref, chat, "note_create", {"title": "Made last"}).confirmation
+    for n in range(3):
+        assert http(client, "POST", "/api/notes/", {"title": f"Note {n}"}).status_code == 201
+
+    decided = confirmations.confirm(ref, card.pk, impersonated=False)
+
+    assert (decided.status, decided.outcome) == (Status.FAILED, "denied")
+    assert not Note.objects.filter(title="Made last").exists()
+
+
 def test_a_read_answers_with_the_views_data_paginated_filtered_and_ordered(ref, user, chat, tools, others):
     for title in ("milk", "bread", "oat milk"):
         Note.objects.create(owner=user, title=title)
