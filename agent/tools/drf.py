@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from django.core.exceptions import ImproperlyConfigured, PermissionDenied, ValidationError
@@ -50,7 +50,7 @@ DENIED_STATUSES = {401: "not_authenticated", 403: "permission_denied", 404: "not
 
 @dataclass(frozen=True)
 class Action:
-    """One action of a viewset as a tool calls it."""
+    """One action of a viewset as a tool calls it, and as the site's router routes it."""
 
     viewset: type[GenericViewSet]
     name: str
@@ -58,6 +58,11 @@ class Action:
     detail: bool
     lookup: str  # the URL keyword naming the object of a detail action
     basename: str
+    handler: str  # the viewset's method that answers ``method`` (an ``@action``'s mapping may name another)
+    route: str  # the URL name the router gives the action
+    initkwargs: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    """What ``@action(...)`` sets on the view for this action alone (``permission_classes``,
+    ``serializer_class``, ``throttle_classes``, ...), given to the view as the router gives it."""
 
     @property
     def writes(self) -> bool:
@@ -114,13 +119,24 @@ def _actions(viewset_class: type[GenericViewSet], basename: str) -> dict[str, Ac
     found = {}
     for name in READS + tuple(WRITES):
         if hasattr(viewset_class, name):
-            method = WRITES.get(name, "GET")
-            found[name] = Action(viewset_class, name, method, name in DETAIL, lookup, basename)
+            method, detail = WRITES.get(name, "GET"), name in DETAIL
+            route = f"{basename}-{'detail' if detail else 'list'}"
+            found[name] = Action(viewset_class, name, method, detail, lookup, basename, name, route)
     for extra in viewset_class.get_extra_actions():
         methods = [m.upper() for m in extra.mapping]
         unsafe = [m for m in methods if m not in ("GET", "HEAD", "OPTIONS")]
         method = unsafe[0] if unsafe else "GET"
-        found[extra.__name__] = Action(viewset_class, extra.__name__, method, bool(extra.detail), lookup, basename)
+        found[extra.__name__] = Action(
+            viewset_class,
+            extra.__name__,
+            method,
+            bool(extra.detail),
+            lookup,
+            basename,
+            handler=extra.mapping[method.lower()],
+            route=f"{basename}-{extra.url_name}",
+            initkwargs=dict(extra.kwargs),
+        )
     return found
 
 
@@ -131,8 +147,10 @@ def _model_of(viewset_class: type[GenericViewSet]) -> Any:
 
 def _introspected(action: Action) -> GenericViewSet:
     """The viewset as its own code sees it for ``action``, with no request: for its serializer."""
-    view = action.viewset(action=action.name, request=None, format_kwarg=None, args=(), kwargs={})
-    view.action_map = {action.method.lower(): action.name}
+    view = action.viewset(
+        action=action.handler, request=None, format_kwarg=None, args=(), kwargs={}, **action.initkwargs
+    )
+    view.action_map = {action.method.lower(): action.handler}
     return view
 
 
@@ -242,7 +260,9 @@ def _dispatch(action: Action, ctx: ToolContext, args: dict[str, Any], *, csrf_ch
     request = live_request(
         ctx.scope, method=action.method, path=_path(action, lookup), query=query, data=data, csrf_checked=csrf_checked
     )
-    view = action.viewset.as_view({action.method.lower(): action.name}, basename=action.basename, detail=action.detail)
+    view = action.viewset.as_view(
+        {action.method.lower(): action.handler}, basename=action.basename, detail=action.detail, **action.initkwargs
+    )
     return view(request, **({action.lookup: str(lookup)} if action.detail else {}))
 
 
@@ -271,11 +291,8 @@ def _split(action: Action, args: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
 
 def _path(action: Action, lookup: Any) -> str:
     """The action's own URL where the site routes the viewset (pagination links use it), else ``/``."""
-    route = f"{action.basename}-{'detail' if action.detail else 'list'}"
-    if action.name not in READS and action.name not in WRITES:
-        route = f"{action.basename}-{action.name.replace('_', '-')}"
     try:
-        return reverse(route, kwargs={action.lookup: lookup} if action.detail else None)
+        return reverse(action.route, kwargs={action.lookup: lookup} if action.detail else None)
     except NoReverseMatch:
         return "/"
 
@@ -289,8 +306,8 @@ def _prepared(action: Action, ctx: ToolContext, args: dict[str, Any], *, checks:
     validated; always its object (``get_queryset`` scoping and object permissions run).
     (view, object or None, serializer or None)."""
     lookup, rest = _split(action, args)
-    view = action.viewset(basename=action.basename, detail=action.detail)
-    view.action_map = {action.method.lower(): action.name}
+    view = action.viewset(basename=action.basename, detail=action.detail, **action.initkwargs)
+    view.action_map = {action.method.lower(): action.handler}
     view.args, view.kwargs, view.format_kwarg = (), ({action.lookup: str(lookup)} if action.detail else {}), None
     request = live_request(ctx.scope, method=action.method, path=_path(action, lookup), data=rest, csrf_checked=True)
     view.request = view.initialize_request(request, **view.kwargs)
@@ -348,7 +365,7 @@ def _preview(action: Action) -> Callable[..., Any]:
         if instance is not None:
             label = str(instance._meta.verbose_name).capitalize()
             rows.append({"name": action.lookup, "label": label, "value": str(instance), "editable": False})
-        current = view.get_serializer(instance).data if instance is not None else {}
+        current = _state(action, view, instance) if instance is not None else {}
         fields = view.get_serializer(instance).fields
         given = current if action.name == "destroy" else _split(action, args)[1]
         # in the serializer's order, not the arguments' (a stored card's arguments come back reordered)
@@ -381,9 +398,25 @@ def _fingerprint(action: Action) -> Callable[..., str]:
         if not action.detail:
             return hashlib.sha256(b"null").hexdigest()
         view, instance, _serializer = _prepared(action, ctx, {action.lookup: args.get(action.lookup)}, checks=False)
-        return hashlib.sha256(JSONRenderer().render(view.get_serializer(instance).data)).hexdigest()
+        return hashlib.sha256(JSONRenderer().render(_state(action, view, instance))).hexdigest()
 
     return fingerprint
+
+
+def _state(action: Action, view: GenericViewSet, instance: Any) -> Any:
+    """The object as the viewset shows it to this user: through the serializer its ``retrieve``
+    would use, since an ``@action``'s own serializer may be one of input alone."""
+    if action.name not in WRITES:
+        view = action.viewset(
+            basename=action.basename,
+            detail=True,
+            action="retrieve",
+            request=view.request,
+            format_kwarg=None,
+            args=(),
+            kwargs=view.kwargs,
+        )
+    return view.get_serializer(instance).data
 
 
 def _editable_type(field: serializers.Field) -> str | None:

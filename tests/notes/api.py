@@ -4,7 +4,8 @@
 - object permission: only a note's owner changes or deletes it (a shared note reads, 403 to change);
 - model permissions (``DjangoModelPermissions``): adding, changing, deleting need ``notes.*_note``;
 - throttles: three new notes per user and hour, five notes read one by one;
-- the serializer: a title may not be all capitals, and is at most 200 characters.
+- the serializer: a title may not be all capitals, and is at most 200 characters;
+- an ``@action`` of its own settings: pinning a note is for staff alone, with a serializer of its own.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ class NoteSerializer(serializers.ModelSerializer):
         if value.isupper():
             raise serializers.ValidationError("A title may not be all capitals.")
         return value
+
+
+class PinSerializer(serializers.Serializer):
+    place = serializers.IntegerField(min_value=1, max_value=9, help_text="Where among the pinned notes it goes.")
 
 
 class OwnerChanges(permissions.BasePermission):
@@ -87,5 +92,15 @@ class NoteViewSet(viewsets.ModelViewSet):
         """Mark a note archived: its title gets "[archived]" in front."""
         note = self.get_object()
         note.title = f"[archived] {note.title}"
+        note.save(update_fields=["title"])
+        return Response({"id": note.pk, "title": note.title})
+
+    @action(detail=True, methods=["post"], permission_classes=[permissions.IsAdminUser], serializer_class=PinSerializer)
+    def pin(self, request: Any, pk: Any = None) -> Response:
+        """Pin a note among the first nine: its title gets its place in front. For staff only."""
+        note = self.get_object()
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        note.title = f"[{serializer.validated_data['place']}] {note.title}"
         note.save(update_fields=["title"])
         return Response({"id": note.pk, "title": note.title})

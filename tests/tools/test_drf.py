@@ -9,6 +9,9 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
+from rest_framework import viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
 
 from agent import confirmations
 from agent.access import authorize_session
@@ -16,7 +19,7 @@ from agent.models import Confirmation
 from agent.tools import execute_as, registry
 from agent.tools.drf import register_viewset
 from tests.factories import UserFactory
-from tests.notes.api import NoteViewSet
+from tests.notes.api import NoteSerializer, NoteViewSet
 from tests.notes.models import Note
 
 pytestmark = pytest.mark.django_db
@@ -93,6 +96,13 @@ OUTCOME_OF_STATUS = {200: "ok", 201: "needs_confirmation", 400: "invalid_argumen
         ("create: serializer rule", "POST", "/api/notes/", "note_create", {"title": "SHOUTING"}),
         ("delete: model permission", "DELETE", "/api/notes/{mine}/", "note_destroy", {"pk": "{mine}"}),
         ("action: object permission", "POST", "/api/notes/{shared}/archive/", "note_archive", {"pk": "{shared}"}),
+        (
+            "action: its own permission classes",
+            "POST",
+            "/api/notes/{mine}/pin/",
+            "note_pin",
+            {"pk": "{mine}", "place": 1},
+        ),
     ],
 )
 def test_the_tool_is_refused_exactly_what_the_users_http_request_is_refused(
@@ -194,10 +204,69 @@ def test_parameters_come_from_the_serializer_the_filters_and_the_pages(tools):
         "note_partial_update": "write",
         "note_destroy": "write",
         "note_archive": "write",
+        "note_pin": "write",
     }
     assert tools["note_archive"].description.startswith("Mark a note archived")
     assert tools["note_list"].description.startswith("The signed-in user's notes")
     assert {tool.module for tool in tools.values() if tool.kind == "write"} == {"notes"}
+
+
+def test_an_actions_own_serializer_gives_its_parameters(tools):
+    pin = tools["note_pin"].parameters
+
+    assert set(pin["properties"]) == {"pk", "place"} and pin["required"] == ["pk"]
+    assert pin["properties"]["place"] == {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 9,
+        "description": "Where among the pinned notes it goes.",
+    }
+
+
+def test_an_action_runs_with_its_own_permission_classes_and_serializer(ref, user, chat, tools, mine):
+    user.is_staff = True
+    user.save(update_fields=["is_staff"])
+
+    answer = call(ref, chat, "note_pin", {"pk": mine.pk, "place": 2})
+    assert answer.outcome == "needs_confirmation", answer.result
+    assert confirmations.confirm(ref, answer.confirmation.pk, impersonated=False).status == Status.DONE
+
+    mine.refresh_from_db()
+    assert mine.title == "[2] Buy mlik"  # DjangoModelPermissions, the viewset's own, was not asked
+
+
+class LabelViewSet(viewsets.GenericViewSet):
+    """Notes' labels: read with GET, set with POST on the same URL."""
+
+    queryset = Note.objects.all()
+    serializer_class = NoteSerializer
+
+    def get_queryset(self) -> Any:
+        return Note.objects.filter(owner=self.request.user)
+
+    @action(detail=True, methods=["get"])
+    def label(self, request: Any, pk: Any = None) -> Response:
+        return Response({"label": self.get_object().title})
+
+    @label.mapping.post
+    def relabel(self, request: Any, pk: Any = None) -> Response:
+        note = self.get_object()
+        note.title = request.data["title"]
+        note.save(update_fields=["title"])
+        return Response({"label": note.title})
+
+
+def test_an_actions_unsafe_method_runs_the_handler_its_mapping_names(ref, chat, mine):
+    (tool,) = register_viewset(LabelViewSet, basename="label", actions=["label"])
+    try:
+        answer = call(ref, chat, "label_label", {"pk": mine.pk, "title": "Oat milk"})
+        assert (tool.kind, answer.outcome) == ("write", "needs_confirmation")
+        assert confirmations.confirm(ref, answer.confirmation.pk, impersonated=False).status == Status.DONE
+    finally:
+        registry.unregister(tool.name)
+
+    mine.refresh_from_db()
+    assert mine.title == "Oat milk"
 
 
 # -- writes are cards ---------------------------------------------------------------
