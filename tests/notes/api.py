@@ -4,6 +4,7 @@
 - object permission: only a note's owner changes or deletes it (a shared note reads, 403 to change);
 - model permissions (``DjangoModelPermissions``): adding, changing, deleting need ``notes.*_note``;
 - throttles: three new notes per user and hour, five notes read one by one;
+- filters: django-filter's, besides search and ordering;
 - the serializer: a title may not be all capitals, and is at most 200 characters;
 - an ``@action`` of its own settings: pinning a note is for staff alone, with a serializer of its own.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import Q
+from django_filters import rest_framework as django_filters
 from rest_framework import filters, pagination, permissions, serializers, throttling, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -65,6 +67,20 @@ class NotesRead(throttling.UserRateThrottle):
         return view.action != "retrieve" or super().allow_request(request, view)
 
 
+class NoteFilter(django_filters.FilterSet):
+    title = django_filters.CharFilter(lookup_expr="icontains", label="Words in the title")
+    archived = django_filters.BooleanFilter(method="filter_archived", label="Archived notes only, or none")
+    body = django_filters.CharFilter(lookup_expr="icontains")
+
+    class Meta:
+        model = Note
+        fields: list[str] = []  # the declared filters alone
+
+    def filter_archived(self, queryset: Any, name: str, value: bool) -> Any:
+        archived = Q(title__startswith="[archived]")
+        return queryset.filter(archived) if value else queryset.exclude(archived)
+
+
 class SmallPages(pagination.PageNumberPagination):
     page_size = 2
 
@@ -76,7 +92,8 @@ class NoteViewSet(viewsets.ModelViewSet):
     serializer_class = NoteSerializer
     permission_classes = [permissions.DjangoModelPermissions, OwnerChanges]
     throttle_classes = [NewNotes, NotesRead]
-    filter_backends = [filters.SearchFilter, filters.OrderingFilter]
+    filter_backends = [django_filters.DjangoFilterBackend, filters.SearchFilter, filters.OrderingFilter]
+    filterset_class = NoteFilter
     search_fields = ["title", "body"]
     ordering_fields = ["title", "id"]
     pagination_class = SmallPages

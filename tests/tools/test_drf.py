@@ -9,6 +9,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
+from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework import viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -269,6 +270,55 @@ def test_an_actions_unsafe_method_runs_the_handler_its_mapping_names(ref, chat, 
     assert mine.title == "Oat milk"
 
 
+def test_django_filter_fields_are_a_lists_parameters(tools):
+    listing = tools["note_list"].parameters["properties"]
+
+    assert listing["title"] == {"type": "string", "description": "Words in the title"}
+    assert listing["archived"] == {"type": "boolean", "description": "Archived notes only, or none"}
+    assert listing["body"] == {"type": "string", "description": "Body contains"}  # django-filter's own label
+
+
+@pytest.mark.parametrize(
+    "query", [{"archived": True}, {"archived": False}, {"title": "MILK"}, {"body": "litres", "archived": False}]
+)
+def test_a_list_filtered_by_django_filter_answers_as_the_users_request_does(session, chat, tools, mine, query):
+    client, ref = session
+    Note.objects.create(owner=mine.owner, title="[archived] Old milk")
+    Note.objects.create(owner=mine.owner, title="Oat milk", body="one litre")
+
+    answer = call(ref, chat, "note_list", query)
+    response = client.get("/api/notes/", {k: str(v).lower() for k, v in query.items()}, **JSON)
+
+    assert answer.outcome == "ok" and response.status_code == 200
+    assert answer.result["count"] >= 1 and answer.result == response.json()
+
+
+class TitleFilteredViewSet(viewsets.ReadOnlyModelViewSet):
+    """Notes filtered by django-filter's fields named on the viewset."""
+
+    queryset = Note.objects.all()
+    serializer_class = NoteSerializer
+    filter_backends = [DjangoFilterBackend]
+    filterset_fields = {"title": ["exact", "icontains"], "id": ["gte"]}
+
+    def get_queryset(self) -> Any:
+        return Note.objects.filter(owner=self.request.user).order_by("id")
+
+
+def test_a_viewsets_filterset_fields_are_parameters_and_filter_the_list(ref, chat, mine):
+    made = register_viewset(TitleFilteredViewSet, basename="titled", actions=["list"])
+    try:
+        listing = made[0].parameters["properties"]
+        Note.objects.create(owner=mine.owner, title="Oat milk")
+        found = call(ref, chat, "titled_list", {"title__icontains": "MILK", "id__gte": mine.pk}).result
+    finally:
+        registry.unregister(made[0].name)
+
+    assert listing["title"]["type"] == "string" and listing["title__icontains"]["type"] == "string"
+    assert listing["id__gte"]["type"] == "number"
+    assert [note["title"] for note in found] == ["Oat milk"]
+
+
 # -- writes are cards ---------------------------------------------------------------
 
 
@@ -391,6 +441,7 @@ def test_the_app_runs_without_drf_installed_and_only_agent_tools_drf_imports_it(
         if "rest_framework" in path.read_text()
     ]
     assert imports == ["agent/tools/drf.py"]
+    assert not [path for path in pathlib.Path("agent").resolve().rglob("*.py") if "django_filters" in path.read_text()]
     script = (
         "import sys; sys.modules['rest_framework'] = None\n"  # an import of it now fails
         "import django, os; os.environ['DJANGO_SETTINGS_MODULE'] = 'tests.settings'; django.setup()\n"
