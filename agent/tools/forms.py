@@ -168,10 +168,10 @@ def _schema(field: forms.Field) -> dict[str, Any]:
         schema = {"type": "array", "items": {"enum": [key for key, _label in _choices(field)]}}
     elif isinstance(field, forms.ChoiceField):
         schema = {"enum": [key for key, _label in _choices(field)]}
+    elif isinstance(field, (forms.FloatField, forms.DecimalField)):  # before IntegerField, their base
+        schema = {"type": "number", **_bounds(field)}
     elif isinstance(field, forms.IntegerField):
         schema = {"type": "integer", **_bounds(field)}
-    elif isinstance(field, (forms.FloatField, forms.DecimalField)):
-        schema = {"type": "number", **_bounds(field)}
     elif isinstance(field, forms.DateTimeField):
         schema = {"type": "string", "format": "date-time"}
     elif isinstance(field, forms.DateField):
@@ -213,10 +213,10 @@ def _editable_type(field: forms.Field) -> str | None:
         return None
     if isinstance(field, forms.ChoiceField) and not isinstance(field, forms.MultipleChoiceField):
         return "choice"
+    if isinstance(field, (forms.FloatField, forms.DecimalField)):  # before IntegerField, their base
+        return "number"
     if isinstance(field, forms.IntegerField):
         return "integer"
-    if isinstance(field, (forms.FloatField, forms.DecimalField)):
-        return "number"
     if isinstance(field, forms.DateTimeField):
         return "datetime"
     if isinstance(field, forms.DateField):

@@ -95,6 +95,25 @@ def test_parameters_come_from_the_forms_fields(note_form, count_form):
     assert set(note_form.parameters["properties"]) == {"title", "body", "note_id"}
 
 
+class PriceForm(forms.Form):
+    price = forms.DecimalField(min_value=0, max_digits=6, decimal_places=2)
+    weight = forms.FloatField()
+
+
+def test_a_decimal_or_float_field_takes_a_number_not_only_an_integer(ref, chat):
+    tool = register_form(
+        PriceForm, name="price_check", kind="read", description="Check a price.", save=lambda ctx, form: "ok"
+    )
+    try:
+        properties = tool.parameters["properties"]
+        answer = call(ref, chat, "price_check", {"price": 2.5, "weight": 0.75})
+    finally:
+        registry.unregister(tool.name)
+
+    assert properties["price"] == {"type": "number", "minimum": 0.0} and properties["weight"] == {"type": "number"}
+    assert (answer.outcome, answer.result) == ("ok", "ok")
+
+
 def test_a_read_form_runs_its_save_on_a_valid_call_and_refuses_an_invalid_one(ref, chat, count_form, mine):
     assert call(ref, chat, "word_count", {"word": "litres"}).result == {"count": 1}
     refused = call(ref, chat, "word_count", {"word": "litres", "times": 0})
