@@ -10,7 +10,7 @@ from django.contrib.auth.models import Permission
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django_filters.rest_framework import DjangoFilterBackend
-from rest_framework import viewsets
+from rest_framework import authentication, permissions, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
@@ -147,6 +147,8 @@ def test_a_note_made_through_the_assistant_counts_once_against_the_throttle_as_a
     assert Note.objects.count() == 3
     answer = call(ref, chat, "note_create", {"title": "One more"})
     assert (answer.outcome, answer.result["error"]) == ("denied", "throttled")
+    assert answer.result["message"].startswith("Request was throttled. Expected available in")
+    assert not Confirmation.objects.filter(status=Status.WAITING).exists()  # no card for a throttled user
     assert http(client, "POST", "/api/notes/", {"title": "And another"}).status_code == 429
 
 
@@ -172,6 +174,36 @@ def test_a_card_made_before_the_user_was_throttled_fails_at_confirm_as_the_reque
 
     assert (decided.status, decided.outcome) == (Status.FAILED, "denied")
     assert not Note.objects.filter(title="Made last").exists()
+
+
+class TokenOnlyViewSet(viewsets.ReadOnlyModelViewSet):
+    """An API for apps, which sign in by token."""
+
+    queryset = Note.objects.all()
+    serializer_class = NoteSerializer
+    permission_classes = [permissions.IsAuthenticated]
+    authentication_classes = [authentication.TokenAuthentication]
+
+
+class TokenOrSessionViewSet(TokenOnlyViewSet):
+    authentication_classes = [authentication.TokenAuthentication, authentication.SessionAuthentication]
+
+
+@pytest.mark.parametrize(
+    "viewset, outcome", [(TokenOnlyViewSet, "denied"), (TokenOrSessionViewSet, "ok")], ids=["token alone", "or session"]
+)
+def test_a_viewset_reached_by_token_alone_refuses_the_tools_session_request(ref, chat, mine, viewset, outcome):
+    (tool,) = register_viewset(viewset, basename="token", actions=["list"])
+    try:
+        answer = call(ref, chat, "token_list", {})
+    finally:
+        registry.unregister(tool.name)
+
+    assert answer.outcome == outcome
+    if outcome == "denied":
+        assert (answer.result["error"], answer.result["status"]) == ("not_authenticated", 401)
+    else:
+        assert [note["title"] for note in answer.result] == ["Buy mlik"]
 
 
 def test_a_read_answers_with_the_views_data_paginated_filtered_and_ordered(ref, user, chat, tools, others):
