@@ -179,7 +179,8 @@ def _changed_fields(card: Confirmation, edits: Any) -> dict[str, Any]:
 
 def _validate_edited(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> None:
     """The edited arguments through the tool's schema, its own validation and its preview (where a
-    tool built from a serializer or a form validates), as the model's went."""
+    tool built from a serializer or a form validates), as the model's went. A tool's refusal of them
+    as ``invalid_arguments`` is the user's to correct; any other refusal is raised as it came."""
     problems: dict[str, list[str]] = {}
     for error in sorted(tool.validator.iter_errors(arguments), key=lambda e: list(e.path)):
         problems.setdefault(str(error.path[0]) if error.path else "__all__", []).append(_for_a_person(error))
@@ -192,6 +193,28 @@ def _validate_edited(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) ->
     except ValidationError as invalid:
         fields = invalid.message_dict if hasattr(invalid, "error_dict") else {"__all__": invalid.messages}
         raise ValidationError(fields) from None
+    except Refused as refused:
+        if refused.outcome != "invalid_arguments":
+            raise
+        raise ValidationError(_refused_fields(refused.result)) from None
+
+
+def _refused_fields(result: Any) -> dict[str, list[str]]:
+    """A tool's ``invalid_arguments`` answer as messages by field, as a ``ValidationError`` takes them:
+    its ``details`` map fields to messages (a serializer's errors) or list messages for the whole card."""
+    details = result.get("details") if isinstance(result, dict) else None
+    if isinstance(details, dict) and details:
+        return {
+            ("__all__" if name in ("non_field_errors", "detail") else str(name)): _texts(messages)
+            for name, messages in details.items()
+        }
+    if isinstance(details, list) and details:
+        return {"__all__": _texts(details)}
+    return {"__all__": [str(validators.RegexValidator.message)]}  # Django's "Enter a valid value."
+
+
+def _texts(messages: Any) -> list[str]:
+    return [str(m) for m in messages] if isinstance(messages, list) else [str(messages)]
 
 
 def _for_a_person(error: Any) -> str:

@@ -7,9 +7,12 @@ and a fresh SQLite file, and reached from outside like a browser.
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing, contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -85,8 +88,9 @@ def test_offline_model_streams_its_answers_a_word_at_a_time_and_its_tool_calls_w
     assert [(c.name, c.arguments) for c in search.tool_calls] == [("notes_search", '{"search": "milk"}')]
 
 
-def test_the_demo_serves_the_chat_page_and_makes_a_note_once_its_card_is_confirmed(tmp_path):
-    # given `DEBUG=true manage.py demo` on a fresh SQLite file, with none of the test run's services
+@contextmanager
+def demo_site(tmp_path: Path) -> Iterator[str]:
+    """``DEBUG=true manage.py demo`` on a fresh SQLite file, with none of the test run's services: its URL."""
     port = free_port()
     env = {
         k: v
@@ -99,7 +103,14 @@ def test_the_demo_serves_the_chat_page_and_makes_a_note_once_its_card_is_confirm
     try:
         wait_for_port(port, demo, log, timeout=90)
         assert "sign in as demo / demo" in log_tail(log)
-        visitor = Visitor(f"http://127.0.0.1:{port}")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(demo)
+
+
+def test_the_demo_serves_the_chat_page_and_makes_a_note_once_its_card_is_confirmed(tmp_path):
+    with demo_site(tmp_path) as url:
+        visitor = Visitor(url)
         # when the demo user signs in from the front page and asks for a note
         status, _page = visitor.get("/")
         landed = visitor.login("/accounts/login/?next=/assistant/", "demo", "demo")
@@ -119,19 +130,67 @@ def test_the_demo_serves_the_chat_page_and_makes_a_note_once_its_card_is_confirm
         stored = seen[-1]["message"]["content"]
         drafts = [f["text"] for f in seen if f["type"] == "delta"]
         assert len(drafts) >= 2 and all(stored.startswith(text) for text in drafts)
-        wait_until(lambda: not visitor.api(f"/assistant/api/conversations/{chat}/")[1]["turn"], 30, "the turn's end")
+        _wait_for_the_turn(visitor, chat)
         status, _turn = visitor.api(f"/assistant/api/conversations/{chat}/send/", {"text": "create a note: Buy milk"})
         assert status == 200
         card = wait_until(lambda: _waiting_card(visitor, chat), 60, "the offline model's card")
         # then the note is made only after Confirm, and the model finds it afterwards
         status, decided = visitor.api(f"/assistant/api/confirmations/{card['id']}/confirm/", {})
         assert (status, decided["confirmation"]["status"]) == (200, "done")
-        wait_until(lambda: not visitor.api(f"/assistant/api/conversations/{chat}/")[1]["turn"], 30, "the turn's end")
+        _wait_for_the_turn(visitor, chat)
         visitor.api(f"/assistant/api/conversations/{chat}/send/", {"text": "find notes about milk"})
         answer = wait_until(lambda: _answer_after(visitor, chat, "find notes about milk"), 60, "the search's answer")
         assert "Buy milk" in answer and "offline demo model" in answer
-    finally:
-        stop(demo)
+
+
+def test_the_demo_renames_a_note_on_a_card_the_user_corrects_before_confirming(tmp_path):
+    with demo_site(tmp_path) as url:
+        # given: the demo user, signed in, with a note "Buy milk" made through the assistant
+        visitor = Visitor(url)
+        visitor.login("/accounts/login/?next=/assistant/", "demo", "demo")
+        chat = visitor.api("/assistant/api/conversations/new/", {})[1]["conversation"]["id"]
+        visitor.api(f"/assistant/api/conversations/{chat}/send/", {"text": "create a note: Buy milk"})
+        made = wait_until(lambda: _waiting_card(visitor, chat), 60, "the card of the new note")
+        assert visitor.api(f"/assistant/api/confirmations/{made['id']}/confirm/", {})[0] == 200
+        _wait_for_the_turn(visitor, chat)
+        notes_before = _note_titles(tmp_path)
+        # when: the user asks the offline model to rename it
+        visitor.api(f"/assistant/api/conversations/{chat}/send/", {"text": "rename my note about milk to oat milk"})
+        card = wait_until(lambda: _waiting_card(visitor, chat), 60, "the rename's card")
+        # then: the card shows the old title beside the new one, the title editable
+        rows = {row["name"]: row for row in card["preview"]["fields"]}
+        assert rows["title"] == {
+            "name": "title",
+            "label": "Title",
+            "value": "oat milk",
+            "old": "Buy milk",
+            "editable": True,
+            "type": "text",
+        }
+        assert not rows["pk"]["editable"] and rows["pk"]["value"] == "Buy milk"
+        confirm = f"/assistant/api/confirmations/{card['id']}/confirm/"
+        # when: the user's edit is too long, it is refused beside the field and the card waits on
+        status, refused = visitor.api(confirm, {"edits": {"title": "x" * 201}})
+        assert (status, refused["fields"]) == (
+            400,
+            {"title": ["Ensure this value has at most 200 characters (it has 201)."]},
+        )
+        assert _waiting_card(visitor, chat)["id"] == card["id"] and _note_titles(tmp_path) == notes_before
+        # when: the user fixes it, the note is renamed once, with the user's title
+        status, decided = visitor.api(confirm, {"edits": {"title": "Oat milk"}})
+        assert (status, decided["confirmation"]) == (200, {"id": card["id"], "status": "done", "edited": True})
+        assert visitor.api(confirm, {"edits": {"title": "Oat milk"}})[0] == 409  # a second click runs nothing
+        assert _note_titles(tmp_path) == sorted(["Oat milk" if t == "Buy milk" else t for t in notes_before])
+
+
+def _note_titles(tmp_path: Path) -> list[str]:
+    """The demo's notes, read from its SQLite file as the test sees nothing else of the other process."""
+    with closing(sqlite3.connect(tmp_path / "db.sqlite3")) as db:
+        return sorted(title for (title,) in db.execute("SELECT title FROM notes_note"))
+
+
+def _wait_for_the_turn(visitor: Visitor, chat: str) -> None:
+    wait_until(lambda: not visitor.api(f"/assistant/api/conversations/{chat}/")[1]["turn"], 30, "the turn's end")
 
 
 def _messages(visitor: Visitor, chat: str) -> list[dict]:

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
+from django import forms
 from django.core.exceptions import ImproperlyConfigured, PermissionDenied, ValidationError
 from django.http import Http404
 from django.urls import NoReverseMatch, reverse
@@ -28,6 +29,7 @@ from rest_framework.filters import OrderingFilter, SearchFilter
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.schemas.openapi import AutoSchema
+from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.viewsets import GenericViewSet
 
 from .registry import Refused, Tool, ToolContext, declared
@@ -49,7 +51,7 @@ DENIED_STATUSES = {401: "not_authenticated", 403: "permission_denied", 404: "not
 
 @dataclass(frozen=True)
 class Action:
-    """One action of a viewset as a tool calls it."""
+    """One action of a viewset as a tool calls it, and as the site's router routes it."""
 
     viewset: type[GenericViewSet]
     name: str
@@ -57,6 +59,11 @@ class Action:
     detail: bool
     lookup: str  # the URL keyword naming the object of a detail action
     basename: str
+    handler: str  # the viewset's method that answers ``method`` (an ``@action``'s mapping may name another)
+    route: str  # the URL name the router gives the action
+    initkwargs: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    """What ``@action(...)`` sets on the view for this action alone (``permission_classes``,
+    ``serializer_class``, ``throttle_classes``, ...), given to the view as the router gives it."""
 
     @property
     def writes(self) -> bool:
@@ -98,7 +105,7 @@ def register_viewset(
             parameters=_parameters(action),
             module=write_module if action.writes else None,
             preview=_preview(action) if action.writes else None,
-            fingerprint=_fingerprint(action) if action.writes and action.detail else None,
+            fingerprint=_fingerprint(action) if action.writes else None,
             title=(titles or {}).get(name) or _title(action, model),
         )
         tools.append(declared(tool))
@@ -113,13 +120,24 @@ def _actions(viewset_class: type[GenericViewSet], basename: str) -> dict[str, Ac
     found = {}
     for name in READS + tuple(WRITES):
         if hasattr(viewset_class, name):
-            method = WRITES.get(name, "GET")
-            found[name] = Action(viewset_class, name, method, name in DETAIL, lookup, basename)
+            method, detail = WRITES.get(name, "GET"), name in DETAIL
+            route = f"{basename}-{'detail' if detail else 'list'}"
+            found[name] = Action(viewset_class, name, method, detail, lookup, basename, name, route)
     for extra in viewset_class.get_extra_actions():
         methods = [m.upper() for m in extra.mapping]
         unsafe = [m for m in methods if m not in ("GET", "HEAD", "OPTIONS")]
         method = unsafe[0] if unsafe else "GET"
-        found[extra.__name__] = Action(viewset_class, extra.__name__, method, bool(extra.detail), lookup, basename)
+        found[extra.__name__] = Action(
+            viewset_class,
+            extra.__name__,
+            method,
+            bool(extra.detail),
+            lookup,
+            basename,
+            handler=extra.mapping[method.lower()],
+            route=f"{basename}-{extra.url_name}",
+            initkwargs=dict(extra.kwargs),
+        )
     return found
 
 
@@ -130,8 +148,10 @@ def _model_of(viewset_class: type[GenericViewSet]) -> Any:
 
 def _introspected(action: Action) -> GenericViewSet:
     """The viewset as its own code sees it for ``action``, with no request: for its serializer."""
-    view = action.viewset(action=action.name, request=None, format_kwarg=None, args=(), kwargs={})
-    view.action_map = {action.method.lower(): action.name}
+    view = action.viewset(
+        action=action.handler, request=None, format_kwarg=None, args=(), kwargs={}, **action.initkwargs
+    )
+    view.action_map = {action.method.lower(): action.handler}
     return view
 
 
@@ -192,7 +212,10 @@ def _query_parameters(view: GenericViewSet) -> dict[str, Any]:
             continue
         if issubclass(backend, OrderingFilter) and getattr(view, "ordering_fields", None) is None:
             continue
-        parameters += backend().get_schema_operation_parameters(view)
+        if hasattr(backend, "get_filterset_class"):  # django-filter's DjangoFilterBackend, or one built like it
+            parameters += _filterset_parameters(backend(), view)
+        elif hasattr(backend, "get_schema_operation_parameters"):
+            parameters += backend().get_schema_operation_parameters(view)
     if view.paginator is not None:
         parameters += view.paginator.get_schema_operation_parameters(view)
     return {
@@ -200,6 +223,47 @@ def _query_parameters(view: GenericViewSet) -> dict[str, Any]:
         for p in parameters
         if p.get("in") == "query"
     }
+
+
+def _filterset_parameters(backend: Any, view: GenericViewSet) -> list[dict[str, Any]]:
+    """The filters of the filterset the backend would use (the view's ``filterset_class``, or one
+    made of its ``filterset_fields``) as query parameters, read from the filterset itself: the
+    backend's own schema method went in django-filter 25.1. Bound to the viewset's queryset, as
+    for a request, its filters have their labels ("Title contains")."""
+    queryset = getattr(view, "queryset", None)
+    filterset_class = backend.get_filterset_class(view, queryset)
+    if filterset_class is None:
+        return []
+    filters = filterset_class(queryset=queryset).filters if queryset is not None else filterset_class.base_filters
+    return [
+        {"name": name, "in": "query", "description": str(f.label or name), "schema": _filter_schema(f)}
+        for name, f in filters.items()
+    ]
+
+
+def _filter_schema(query_filter: Any) -> dict[str, Any]:
+    """A filter's value as JSON Schema, from the form field that cleans it."""
+    field_class, choices = query_filter.field_class, query_filter.extra.get("choices")
+    if issubclass(field_class, forms.BooleanField):  # a NullBooleanField too
+        return {"type": "boolean"}
+    if issubclass(field_class, (forms.DecimalField, forms.FloatField)):  # before IntegerField, their base
+        return {"type": "number"}
+    if issubclass(field_class, forms.IntegerField):
+        return {"type": "integer"}
+    if issubclass(field_class, forms.DateTimeField):
+        return {"type": "string", "format": "date-time"}
+    if issubclass(field_class, forms.DateField):
+        return {"type": "string", "format": "date"}
+    if issubclass(field_class, forms.ModelChoiceField):
+        return {"type": ["integer", "string"]}
+    if issubclass(field_class, forms.ChoiceField) and isinstance(choices, (list, tuple)):
+        keys = [key for key, _label in choices if key != ""]
+        return (
+            {"type": "array", "items": {"enum": keys}}
+            if issubclass(field_class, forms.MultipleChoiceField)
+            else {"enum": keys}
+        )
+    return {"type": "string"}
 
 
 def _body_schema(view: GenericViewSet, *, partial: bool) -> dict[str, Any]:
@@ -241,7 +305,9 @@ def _dispatch(action: Action, ctx: ToolContext, args: dict[str, Any], *, csrf_ch
     request = live_request(
         ctx.scope, method=action.method, path=_path(action, lookup), query=query, data=data, csrf_checked=csrf_checked
     )
-    view = action.viewset.as_view({action.method.lower(): action.name}, basename=action.basename, detail=action.detail)
+    view = action.viewset.as_view(
+        {action.method.lower(): action.handler}, basename=action.basename, detail=action.detail, **action.initkwargs
+    )
     return view(request, **({action.lookup: str(lookup)} if action.detail else {}))
 
 
@@ -270,11 +336,8 @@ def _split(action: Action, args: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
 
 def _path(action: Action, lookup: Any) -> str:
     """The action's own URL where the site routes the viewset (pagination links use it), else ``/``."""
-    route = f"{action.basename}-{'detail' if action.detail else 'list'}"
-    if action.name not in READS and action.name not in WRITES:
-        route = f"{action.basename}-{action.name.replace('_', '-')}"
     try:
-        return reverse(route, kwargs={action.lookup: lookup} if action.detail else None)
+        return reverse(action.route, kwargs={action.lookup: lookup} if action.detail else None)
     except NoReverseMatch:
         return "/"
 
@@ -288,14 +351,15 @@ def _prepared(action: Action, ctx: ToolContext, args: dict[str, Any], *, checks:
     validated; always its object (``get_queryset`` scoping and object permissions run).
     (view, object or None, serializer or None)."""
     lookup, rest = _split(action, args)
-    view = action.viewset(basename=action.basename, detail=action.detail)
-    view.action_map = {action.method.lower(): action.name}
+    view = action.viewset(basename=action.basename, detail=action.detail, **action.initkwargs)
+    view.action_map = {action.method.lower(): action.handler}
     view.args, view.kwargs, view.format_kwarg = (), ({action.lookup: str(lookup)} if action.detail else {}), None
     request = live_request(ctx.scope, method=action.method, path=_path(action, lookup), data=rest, csrf_checked=True)
     view.request = view.initialize_request(request, **view.kwargs)
     view.headers = view.default_response_headers
     try:
         if checks:
+            _throttles_judge_only(view)
             view.initial(view.request, **view.kwargs)
         instance = view.get_object() if action.detail else None
         if not checks or action.name not in WRITES or action.name == "destroy":
@@ -306,6 +370,24 @@ def _prepared(action: Action, ctx: ToolContext, args: dict[str, Any], *, checks:
         return view, instance, serializer
     except (APIException, Http404, PermissionDenied) as refused:
         raise _refusal(view.handle_exception(refused)) from None
+
+
+def _throttles_judge_only(view: GenericViewSet) -> None:
+    """Let the view's throttles refuse a user they would refuse now, without counting this pass.
+
+    A card's preview and the checks of an edit are not requests the user made: only the view's
+    dispatch at Confirm is, and it counts once, as the user's own HTTP request would. DRF's rate
+    throttles (and every throttle built on ``SimpleRateThrottle``) record a request in
+    ``throttle_success`` alone; a throttle keeping its count some other way is left to that dispatch."""
+    throttles = view.get_throttles
+
+    def judging_only() -> list[Any]:
+        judging = [throttle for throttle in throttles() if isinstance(throttle, SimpleRateThrottle)]
+        for throttle in judging:
+            throttle.throttle_success = lambda: True
+        return judging
+
+    view.get_throttles = judging_only
 
 
 def _messages(errors: Any) -> dict[str, list[str]]:
@@ -328,7 +410,7 @@ def _preview(action: Action) -> Callable[..., Any]:
         if instance is not None:
             label = str(instance._meta.verbose_name).capitalize()
             rows.append({"name": action.lookup, "label": label, "value": str(instance), "editable": False})
-        current = view.get_serializer(instance).data if instance is not None else {}
+        current = _state(action, view, instance) if instance is not None else {}
         fields = view.get_serializer(instance).fields
         given = current if action.name == "destroy" else _split(action, args)[1]
         # in the serializer's order, not the arguments' (a stored card's arguments come back reordered)
@@ -354,13 +436,32 @@ def _preview(action: Action) -> Callable[..., Any]:
 
 def _fingerprint(action: Action) -> Callable[..., str]:
     """A digest of the object's current state as the user's serializer shows it: a change made
-    since the card was shown refuses the click."""
+    since the card was shown refuses the click. An action on no one object (a create) has no
+    state to compare; its checks run when the view is dispatched at Confirm."""
 
     def fingerprint(ctx: ToolContext, **args: Any) -> str:
+        if not action.detail:
+            return hashlib.sha256(b"null").hexdigest()
         view, instance, _serializer = _prepared(action, ctx, {action.lookup: args.get(action.lookup)}, checks=False)
-        return hashlib.sha256(JSONRenderer().render(view.get_serializer(instance).data)).hexdigest()
+        return hashlib.sha256(JSONRenderer().render(_state(action, view, instance))).hexdigest()
 
     return fingerprint
+
+
+def _state(action: Action, view: GenericViewSet, instance: Any) -> Any:
+    """The object as the viewset shows it to this user: through the serializer its ``retrieve``
+    would use, since an ``@action``'s own serializer may be one of input alone."""
+    if action.name not in WRITES:
+        view = action.viewset(
+            basename=action.basename,
+            detail=True,
+            action="retrieve",
+            request=view.request,
+            format_kwarg=None,
+            args=(),
+            kwargs=view.kwargs,
+        )
+    return view.get_serializer(instance).data
 
 
 def _editable_type(field: serializers.Field) -> str | None:

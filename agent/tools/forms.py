@@ -13,10 +13,11 @@ import json
 from typing import Any, Callable
 
 from django import forms
-from django.core.exceptions import ImproperlyConfigured, ValidationError
+from django.core.exceptions import ImproperlyConfigured, ObjectDoesNotExist, ValidationError
 from django.forms.models import model_to_dict
+from django.utils.translation import gettext as _
 
-from .registry import Tool, ToolContext, declared
+from .registry import Refused, Tool, ToolContext, declared
 
 
 def register_form(
@@ -92,9 +93,20 @@ class _Binder:
             schema["required"] = required
         return schema
 
+    def edited(self, ctx: ToolContext, args: dict[str, Any]) -> Any:
+        """The object the form edits, as the site's ``instance()`` finds it for this user, or None for
+        a form that edits none. None found is a refusal, as the site's own view answers 404: the
+        same whether the object is not there or not the user's."""
+        if self.instance is None:
+            return None
+        try:
+            return self.instance(ctx, **args)
+        except ObjectDoesNotExist:
+            raise Refused("denied", {"error": "not_found", "message": _("Not found.")}) from None
+
     def bound(self, ctx: ToolContext, args: dict[str, Any]) -> tuple[forms.BaseForm, Any]:
         """The form bound to the arguments; a ModelForm's fields not given keep the object's values."""
-        obj = self.instance(ctx, **args) if self.instance is not None else None
+        obj = self.edited(ctx, args)
         data = model_to_dict(obj, fields=list(self.fields)) if obj is not None else {}
         data.update({name: value for name, value in args.items() if name in self.fields})
         kwargs = dict(self.form_kwargs(ctx)) if self.form_kwargs is not None else {}
@@ -134,7 +146,7 @@ class _Binder:
 
     def fingerprint(self, ctx: ToolContext, **args: Any) -> str:
         """A digest of the edited object's current values of the form's fields."""
-        obj = self.instance(ctx, **args) if self.instance is not None else None
+        obj = self.edited(ctx, args)
         state = model_to_dict(obj, fields=list(self.fields)) if obj is not None else None
         return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -156,10 +168,10 @@ def _schema(field: forms.Field) -> dict[str, Any]:
         schema = {"type": "array", "items": {"enum": [key for key, _label in _choices(field)]}}
     elif isinstance(field, forms.ChoiceField):
         schema = {"enum": [key for key, _label in _choices(field)]}
+    elif isinstance(field, (forms.FloatField, forms.DecimalField)):  # before IntegerField, their base
+        schema = {"type": "number", **_bounds(field)}
     elif isinstance(field, forms.IntegerField):
         schema = {"type": "integer", **_bounds(field)}
-    elif isinstance(field, (forms.FloatField, forms.DecimalField)):
-        schema = {"type": "number", **_bounds(field)}
     elif isinstance(field, forms.DateTimeField):
         schema = {"type": "string", "format": "date-time"}
     elif isinstance(field, forms.DateField):
@@ -201,10 +213,10 @@ def _editable_type(field: forms.Field) -> str | None:
         return None
     if isinstance(field, forms.ChoiceField) and not isinstance(field, forms.MultipleChoiceField):
         return "choice"
+    if isinstance(field, (forms.FloatField, forms.DecimalField)):  # before IntegerField, their base
+        return "number"
     if isinstance(field, forms.IntegerField):
         return "integer"
-    if isinstance(field, (forms.FloatField, forms.DecimalField)):
-        return "number"
     if isinstance(field, forms.DateTimeField):
         return "datetime"
     if isinstance(field, forms.DateField):

@@ -78,6 +78,23 @@ class ToolContext:
         that takes a request: a DRF view, a form, a helper of its own."""
         return live_request(self.scope)
 
+    def request_for(
+        self,
+        method: str,
+        path: str = "/",
+        *,
+        query: Mapping[str, Any] | None = None,
+        data: Any = None,
+        csrf_checked: bool = False,
+    ) -> Any:
+        """A request of the live session with the method, path, query and ``data`` (a JSON body) the
+        site's code wants, e.g. a POST for one of its views.
+
+        ``csrf_checked=True`` lets the site's views skip their CSRF check, which a request built
+        here cannot pass: only for a write tool's function (it runs at the user's Confirm, itself
+        a CSRF-checked request) or a request that changes nothing."""
+        return live_request(self.scope, method=method, path=path, query=query, data=data, csrf_checked=csrf_checked)
+
 
 class Refused(Exception):
     """Raised by a tool to refuse a call as the site refuses it: ``denied`` (not this user's to

@@ -14,6 +14,7 @@ from django.utils import translation
 
 from agent import confirmations
 from agent.models import Confirmation, Message
+from agent.tools.registry import Refused
 from agent.turns import history
 from tests.notes.models import Note
 
@@ -169,6 +170,64 @@ def test_a_permission_lost_before_an_edited_confirm_refuses_the_write(ref, user,
     decided = confirmations.confirm(ref, card.pk, impersonated=False, edits={"title": "Milk"})
 
     assert decided.status == Status.FAILED and renames == []
+
+
+def _site_rules(ctx: Any, note_id: int, title: str, pinned: bool = False) -> None:
+    """The site's own checks answering as a view does: a 400's errors by field, a 400 for the whole
+    call, a 403."""
+    if Note.objects.filter(owner=ctx.user, title=title).exclude(pk=note_id).exists():
+        raise Refused("invalid_arguments", {"error": "invalid_arguments", "details": {"title": ["Already taken."]}})
+    if title == "?":
+        raise Refused("invalid_arguments", {"error": "invalid_arguments", "details": ["Say what the note is."]})
+    if title == "Secret":
+        raise Refused("denied", {"error": "permission_denied", "message": "Not yours.", "status": 403})
+
+
+@pytest.fixture
+def checked_card(declare: Callable[..., Any], note: Note, propose: Callable[..., Confirmation]) -> Confirmation:
+    """A card of a tool whose own checks refuse as the site's views do (``Refused``)."""
+
+    def notes_checked_rename(ctx: Any, **args: Any) -> None:
+        Note.objects.filter(owner=ctx.user, pk=args["note_id"]).update(title=args["title"])
+
+    declare(
+        notes_checked_rename,
+        name="notes_checked_rename",
+        kind="write",
+        module="notes",
+        permission="notes.change_note",
+        parameters=RENAME_SCHEMA,
+        preview=_rename_preview,
+        validate=_site_rules,
+    )
+    return propose("notes_checked_rename", {"note_id": note.pk, "title": "Buy mlik!"})
+
+
+@pytest.mark.parametrize(
+    "title, fields",
+    [("Bread", {"title": ["Already taken."]}), ("?", {"__all__": ["Say what the note is."]})],
+    ids=["a field's message", "a message for the whole card"],
+)
+def test_an_edit_the_tool_refuses_as_invalid_arguments_leaves_the_card_waiting(
+    ref, user, checked_card, note, title, fields
+):
+    Note.objects.create(owner=user, title="Bread")
+
+    assert refusal(ref, checked_card, {"title": title}) == fields
+
+    assert Confirmation.objects.get(pk=checked_card.pk).status == Status.WAITING
+    note.refresh_from_db()
+    assert note.title == "Buy mlik"
+    decided = confirmations.confirm(ref, checked_card.pk, impersonated=False, edits={"title": "Milk"})
+    assert decided.status == Status.DONE  # and a good edit afterwards runs
+
+
+def test_an_edit_the_tool_refuses_as_denied_ends_the_card_failed(ref, checked_card, note):
+    decided = confirmations.confirm(ref, checked_card.pk, impersonated=False, edits={"title": "Secret"})
+
+    assert (decided.status, decided.outcome) == (Status.FAILED, "not_permitted")
+    note.refresh_from_db()
+    assert note.title == "Buy mlik"
 
 
 def test_the_api_answers_a_refused_edit_with_the_fields_messages_and_then_takes_a_good_one(session, card, note):

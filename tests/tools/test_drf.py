@@ -9,6 +9,10 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
+from django_filters.rest_framework import DjangoFilterBackend
+from rest_framework import authentication, permissions, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
 
 from agent import confirmations
 from agent.access import authorize_session
@@ -16,7 +20,7 @@ from agent.models import Confirmation
 from agent.tools import execute_as, registry
 from agent.tools.drf import register_viewset
 from tests.factories import UserFactory
-from tests.notes.api import NoteViewSet
+from tests.notes.api import NoteSerializer, NoteViewSet
 from tests.notes.models import Note
 
 pytestmark = pytest.mark.django_db
@@ -93,6 +97,13 @@ OUTCOME_OF_STATUS = {200: "ok", 201: "needs_confirmation", 400: "invalid_argumen
         ("create: serializer rule", "POST", "/api/notes/", "note_create", {"title": "SHOUTING"}),
         ("delete: model permission", "DELETE", "/api/notes/{mine}/", "note_destroy", {"pk": "{mine}"}),
         ("action: object permission", "POST", "/api/notes/{shared}/archive/", "note_archive", {"pk": "{shared}"}),
+        (
+            "action: its own permission classes",
+            "POST",
+            "/api/notes/{mine}/pin/",
+            "note_pin",
+            {"pk": "{mine}", "place": 1},
+        ),
     ],
 )
 def test_the_tool_is_refused_exactly_what_the_users_http_request_is_refused(
@@ -122,6 +133,77 @@ def test_a_throttled_user_is_throttled_through_the_tool_too(session, chat, tools
 
     assert http(client, "POST", "/api/notes/", {"title": "And another"}).status_code == 429
     assert (answer.outcome, answer.result["error"], answer.result["status"]) == ("denied", "throttled", 429)
+
+
+def test_a_note_made_through_the_assistant_counts_once_against_the_throttle_as_a_request_does(session, chat, tools):
+    client, ref = session
+    # given: three notes proposed, one of them edited on its card, and confirmed
+    for n, edits in enumerate([None, {"title": "Edited on the card"}, None]):
+        answer = call(ref, chat, "note_create", {"title": f"Note {n}"})
+        assert answer.outcome == "needs_confirmation", answer.result
+        decided = confirmations.confirm(ref, answer.confirmation.pk, impersonated=False, edits=edits)
+        assert decided.status == Status.DONE
+    # then: the three-an-hour throttle is used up, for the tool and for HTTP alike, and no sooner
+    assert Note.objects.count() == 3
+    answer = call(ref, chat, "note_create", {"title": "One more"})
+    assert (answer.outcome, answer.result["error"]) == ("denied", "throttled")
+    assert answer.result["message"].startswith("Request was throttled. Expected available in")
+    assert not Confirmation.objects.filter(status=Status.WAITING).exists()  # no card for a throttled user
+    assert http(client, "POST", "/api/notes/", {"title": "And another"}).status_code == 429
+
+
+def test_a_read_counts_once_against_the_users_throttle_as_a_request_does(session, chat, tools, mine):
+    client, ref = session
+    for _n in range(3):
+        assert call(ref, chat, "note_retrieve", {"pk": mine.pk}).outcome == "ok"
+    for _n in range(2):
+        assert http(client, "GET", f"/api/notes/{mine.pk}/").status_code == 200
+
+    assert http(client, "GET", f"/api/notes/{mine.pk}/").status_code == 429  # five an hour
+    answer = call(ref, chat, "note_retrieve", {"pk": mine.pk})
+    assert (answer.outcome, answer.result["error"], answer.result["status"]) == ("denied", "throttled", 429)
+
+
+def test_a_card_made_before_the_user_was_throttled_fails_at_confirm_as_the_request_would(session, chat, tools):
+    client, ref = session
+    card = call(ref, chat, "note_create", {"title": "Made last"}).confirmation
+    for n in range(3):
+        assert http(client, "POST", "/api/notes/", {"title": f"Note {n}"}).status_code == 201
+
+    decided = confirmations.confirm(ref, card.pk, impersonated=False)
+
+    assert (decided.status, decided.outcome) == (Status.FAILED, "denied")
+    assert not Note.objects.filter(title="Made last").exists()
+
+
+class TokenOnlyViewSet(viewsets.ReadOnlyModelViewSet):
+    """An API for apps, which sign in by token."""
+
+    queryset = Note.objects.all()
+    serializer_class = NoteSerializer
+    permission_classes = [permissions.IsAuthenticated]
+    authentication_classes = [authentication.TokenAuthentication]
+
+
+class TokenOrSessionViewSet(TokenOnlyViewSet):
+    authentication_classes = [authentication.TokenAuthentication, authentication.SessionAuthentication]
+
+
+@pytest.mark.parametrize(
+    "viewset, outcome", [(TokenOnlyViewSet, "denied"), (TokenOrSessionViewSet, "ok")], ids=["token alone", "or session"]
+)
+def test_a_viewset_reached_by_token_alone_refuses_the_tools_session_request(ref, chat, mine, viewset, outcome):
+    (tool,) = register_viewset(viewset, basename="token", actions=["list"])
+    try:
+        answer = call(ref, chat, "token_list", {})
+    finally:
+        registry.unregister(tool.name)
+
+    assert answer.outcome == outcome
+    if outcome == "denied":
+        assert (answer.result["error"], answer.result["status"]) == ("not_authenticated", 401)
+    else:
+        assert [note["title"] for note in answer.result] == ["Buy mlik"]
 
 
 def test_a_read_answers_with_the_views_data_paginated_filtered_and_ordered(ref, user, chat, tools, others):
@@ -155,10 +237,118 @@ def test_parameters_come_from_the_serializer_the_filters_and_the_pages(tools):
         "note_partial_update": "write",
         "note_destroy": "write",
         "note_archive": "write",
+        "note_pin": "write",
     }
     assert tools["note_archive"].description.startswith("Mark a note archived")
     assert tools["note_list"].description.startswith("The signed-in user's notes")
     assert {tool.module for tool in tools.values() if tool.kind == "write"} == {"notes"}
+
+
+def test_an_actions_own_serializer_gives_its_parameters(tools):
+    pin = tools["note_pin"].parameters
+
+    assert set(pin["properties"]) == {"pk", "place"} and pin["required"] == ["pk"]
+    assert pin["properties"]["place"] == {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 9,
+        "description": "Where among the pinned notes it goes.",
+    }
+
+
+def test_an_action_runs_with_its_own_permission_classes_and_serializer(ref, user, chat, tools, mine):
+    user.is_staff = True
+    user.save(update_fields=["is_staff"])
+
+    answer = call(ref, chat, "note_pin", {"pk": mine.pk, "place": 2})
+    assert answer.outcome == "needs_confirmation", answer.result
+    assert confirmations.confirm(ref, answer.confirmation.pk, impersonated=False).status == Status.DONE
+
+    mine.refresh_from_db()
+    assert mine.title == "[2] Buy mlik"  # DjangoModelPermissions, the viewset's own, was not asked
+
+
+class LabelViewSet(viewsets.GenericViewSet):
+    """Notes' labels: read with GET, set with POST on the same URL."""
+
+    queryset = Note.objects.all()
+    serializer_class = NoteSerializer
+
+    def get_queryset(self) -> Any:
+        return Note.objects.filter(owner=self.request.user)
+
+    @action(detail=True, methods=["get"])
+    def label(self, request: Any, pk: Any = None) -> Response:
+        return Response({"label": self.get_object().title})
+
+    @label.mapping.post
+    def relabel(self, request: Any, pk: Any = None) -> Response:
+        note = self.get_object()
+        note.title = request.data["title"]
+        note.save(update_fields=["title"])
+        return Response({"label": note.title})
+
+
+def test_an_actions_unsafe_method_runs_the_handler_its_mapping_names(ref, chat, mine):
+    (tool,) = register_viewset(LabelViewSet, basename="label", actions=["label"])
+    try:
+        answer = call(ref, chat, "label_label", {"pk": mine.pk, "title": "Oat milk"})
+        assert (tool.kind, answer.outcome) == ("write", "needs_confirmation")
+        assert confirmations.confirm(ref, answer.confirmation.pk, impersonated=False).status == Status.DONE
+    finally:
+        registry.unregister(tool.name)
+
+    mine.refresh_from_db()
+    assert mine.title == "Oat milk"
+
+
+def test_django_filter_fields_are_a_lists_parameters(tools):
+    listing = tools["note_list"].parameters["properties"]
+
+    assert listing["title"] == {"type": "string", "description": "Words in the title"}
+    assert listing["archived"] == {"type": "boolean", "description": "Archived notes only, or none"}
+    assert listing["body"] == {"type": "string", "description": "Body contains"}  # django-filter's own label
+
+
+@pytest.mark.parametrize(
+    "query", [{"archived": True}, {"archived": False}, {"title": "MILK"}, {"body": "litres", "archived": False}]
+)
+def test_a_list_filtered_by_django_filter_answers_as_the_users_request_does(session, chat, tools, mine, query):
+    client, ref = session
+    Note.objects.create(owner=mine.owner, title="[archived] Old milk")
+    Note.objects.create(owner=mine.owner, title="Oat milk", body="one litre")
+
+    answer = call(ref, chat, "note_list", query)
+    response = client.get("/api/notes/", {k: str(v).lower() for k, v in query.items()}, **JSON)
+
+    assert answer.outcome == "ok" and response.status_code == 200
+    assert answer.result["count"] >= 1 and answer.result == response.json()
+
+
+class TitleFilteredViewSet(viewsets.ReadOnlyModelViewSet):
+    """Notes filtered by django-filter's fields named on the viewset."""
+
+    queryset = Note.objects.all()
+    serializer_class = NoteSerializer
+    filter_backends = [DjangoFilterBackend]
+    filterset_fields = {"title": ["exact", "icontains"], "id": ["gte"]}
+
+    def get_queryset(self) -> Any:
+        return Note.objects.filter(owner=self.request.user).order_by("id")
+
+
+def test_a_viewsets_filterset_fields_are_parameters_and_filter_the_list(ref, chat, mine):
+    made = register_viewset(TitleFilteredViewSet, basename="titled", actions=["list"])
+    try:
+        listing = made[0].parameters["properties"]
+        Note.objects.create(owner=mine.owner, title="Oat milk")
+        found = call(ref, chat, "titled_list", {"title__icontains": "MILK", "id__gte": mine.pk}).result
+    finally:
+        registry.unregister(made[0].name)
+
+    assert listing["title"]["type"] == "string" and listing["title__icontains"]["type"] == "string"
+    assert listing["id__gte"]["type"] == "number"
+    assert [note["title"] for note in found] == ["Oat milk"]
 
 
 # -- writes are cards ---------------------------------------------------------------
@@ -283,6 +473,7 @@ def test_the_app_runs_without_drf_installed_and_only_agent_tools_drf_imports_it(
         if "rest_framework" in path.read_text()
     ]
     assert imports == ["agent/tools/drf.py"]
+    assert not [path for path in pathlib.Path("agent").resolve().rglob("*.py") if "django_filters" in path.read_text()]
     script = (
         "import sys; sys.modules['rest_framework'] = None\n"  # an import of it now fails
         "import django, os; os.environ['DJANGO_SETTINGS_MODULE'] = 'tests.settings'; django.setup()\n"
