@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from celery import current_app
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.files.base import ContentFile
@@ -48,9 +47,7 @@ def record(update: dict[str, Any]) -> bool:
             TelegramUpdate.objects.create(update_id=update_id, payload=update)
     except IntegrityError:
         return False
-    transaction.on_commit(
-        lambda: current_app.send_task(HANDLE_TASK, args=(update_id,), queue=agent_settings.TASK_QUEUE)
-    )
+    transaction.on_commit(lambda: delivery.queue(HANDLE_TASK, update_id))
     return True
 
 
@@ -117,10 +114,9 @@ def _link(chat_id: int, sender: Any, token: str, language: str) -> None:
     name = " ".join(part for part in (sender.first_name, sender.last_name) if part) if sender else ""
     with translation.override(language):
         linked = links.link(token, chat_id, name=name, language=language)
-    if linked.link is None:
-        with translation.override(language):
+        if linked.link is None:
             _reply(chat_id, linked.refusal)
-        return
+            return
     with translation.override(_language(linked.link)):
         _reply(
             chat_id,

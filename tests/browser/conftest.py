@@ -9,13 +9,12 @@ browser context, so a test costs about a turn, not a start-up.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any, Iterator
 
 import pytest
 from django.db import connection
 
-from tests.support.browser import ARTIFACTS, CHROMIUM_ARGS, AsgiServer
+from tests.support.browser import ARTIFACTS, AsgiServer, chromium_browser
 
 
 @pytest.fixture(scope="module")
@@ -32,23 +31,11 @@ def asgi_server(request: Any, django_db_setup: Any) -> Iterator[AsgiServer]:
 
 @pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     expect.set_options(timeout=15_000)  # a loaded machine and a cold worker; a pass is still quick
-
-    # Playwright's sync API runs an event loop in this thread; the tests' own ORM calls are still sync.
-    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS, headless=True)
-            yield browser
-            browser.close()
-    finally:
-        if previous is None:
-            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-        else:
-            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+    with chromium_browser() as browser:
+        yield browser
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -12,7 +12,7 @@ from playwright.sync_api import Page, expect
 
 from agent.models import AgentSettings, Endpoint, Message
 from agent_project.demo import offline
-from tests.support.browser import ARTIFACTS, CHROMIUM_ARGS, AsgiServer, sign_in
+from tests.support.browser import ARTIFACTS, AsgiServer, chromium_browser, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SPOKEN = Path(__file__).resolve().parents[1] / "fixtures" / "speech" / "create-a-note-buy-milk.wav"
@@ -21,27 +21,12 @@ SPOKEN = Path(__file__).resolve().parents[1] / "fixtures" / "speech" / "create-a
 @pytest.fixture(scope="module")
 def microphone_browser() -> Iterator[Any]:
     """Chromium whose microphone plays the fixture once, allowed without asking."""
-    import os
-
-    from playwright.sync_api import sync_playwright
-
-    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    fake = [
+    with chromium_browser(
         "--use-fake-ui-for-media-stream",
         "--use-fake-device-for-media-stream",
         f"--use-file-for-fake-audio-capture={SPOKEN}%noloop",
-    ]
-    try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS + fake)
-            yield browser
-            browser.close()
-    finally:
-        if previous is None:
-            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-        else:
-            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+    ) as browser:
+        yield browser
 
 
 @pytest.fixture

@@ -7,8 +7,9 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from django.db import connection
 from playwright.sync_api import Page, expect
@@ -82,3 +83,26 @@ def sign_in(tab: Page, user: Any, path: str = "/assistant/") -> None:
 def send(tab: Page, text: str) -> None:
     tab.fill("#composer-text", text)
     tab.press("#composer-text", "Enter")
+
+
+@contextmanager
+def chromium_browser(*extra_args: str) -> Iterator[Any]:
+    """Debian's Chromium, headless, with the tests' flags and ``extra_args``.
+
+    Playwright's sync API runs an event loop in this thread; the tests' own ORM calls are still sync.
+    """
+    from playwright.sync_api import sync_playwright
+
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            args = [*CHROMIUM_ARGS, *extra_args]
+            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=args, headless=True)
+            yield browser
+            browser.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
