@@ -11,10 +11,10 @@ from playwright.sync_api import Locator, Page, Route, expect
 
 from agent import errors
 from agent.models import Attachment
-from tests.factories import ConversationFactory
-from tests.model_server import answer
 from tests.support.browser import send, sign_in
+from tests.support.factories import ConversationFactory
 from tests.support.files import pdf_bytes, picture_bytes
+from tests.support.model_server import answer
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

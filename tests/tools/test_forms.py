@@ -140,7 +140,7 @@ def test_an_object_changed_since_the_card_refuses_the_save_as_stale(ref, chat, n
 
 
 def test_another_users_note_is_not_the_forms_to_edit(ref, chat, note_form):
-    from tests.factories import UserFactory
+    from tests.support.factories import UserFactory
 
     theirs = Note.objects.create(owner=UserFactory(), title="Diary")
     answer = call(ref, chat, "note_form_edit", {"note_id": theirs.pk, "title": "Mine"})

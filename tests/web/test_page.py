@@ -13,10 +13,9 @@ from django.utils.translation import check_for_language
 
 from agent import conversations, errors
 from agent.models import AgentSettings, UserSettings
-from tests.factories import UserFactory
+from tests.support.factories import UserFactory
+from tests.support.inert import parse
 from tests.support.sessions import login
-
-from .inert import parse
 
 pytestmark = pytest.mark.django_db
 
