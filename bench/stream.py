@@ -1,6 +1,6 @@
 """Streamed answers: model chunk → delta in an open tab, coalescing, non-model time.
 
-1. Latency: the model (``tests/model_server.py``, in this process) writes one
+1. Latency: the model (``tests/support/model_server.py``, in this process) writes one
    word every ``--chunk-ms`` (150: slower than ``STREAM_INTERVAL_MS``, so each
    chunk makes a delta); turns run with ``agent.tasks.run_turn`` in this
    process; real websocket tabs of a logged-in user, subscribed to the chat
@@ -98,7 +98,7 @@ def run_streamed_turn(ref: Any, chat: str, server: Any, text: str, chunk_delay: 
     from agent import turns
     from agent.models import Turn
     from agent.tasks import run_turn
-    from tests.model_server import answer
+    from tests.support.model_server import answer
 
     server.push(answer(text, chunk_delay=chunk_delay))
     turn = turns.start(ref, chat, QUESTION, impersonated=False)
@@ -367,7 +367,7 @@ def main() -> None:
     from django.db import connection
 
     from agent.conf import agent_settings
-    from tests.model_server import ScriptedModelServer
+    from tests.support.model_server import ScriptedModelServer
 
     server = ScriptedModelServer()
     server.start()

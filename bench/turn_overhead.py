@@ -247,7 +247,7 @@ def purge_queue() -> None:
 
 def script(server: Any, note_ids: list[int]) -> None:
     """The in-process server's replies for one turn (an external server decides by itself)."""
-    from tests.model_server import answer, tool_calls
+    from tests.support.model_server import answer, tool_calls
 
     if server is None:
         return
@@ -492,7 +492,7 @@ def main() -> None:
     harness.setup()
     from django.db import connection
 
-    from tests.model_server import ScriptedModelServer
+    from tests.support.model_server import ScriptedModelServer
 
     server = None if args.server else ScriptedModelServer()
     if server is not None:

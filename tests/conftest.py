@@ -12,11 +12,10 @@ from agent.access import Scope, SessionRef, authorize_session
 from agent.conversations import create_conversation
 from agent.models import AgentSettings, Conversation, Endpoint
 from agent.tools import agent_tool, registry
+from tests.support.factories import UserFactory
+from tests.support.model_server import ScriptedModelServer
 from tests.support.sessions import grant, login
 from tests.support.workers import thread_worker
-
-from .factories import UserFactory
-from .model_server import ScriptedModelServer
 
 
 @pytest.fixture

@@ -6,9 +6,8 @@ from django.urls import reverse
 
 from agent.conversations import append_message
 from agent.models import AIRequest, Conversation, Endpoint, Message, Turn
+from tests.support.factories import ConversationFactory, UserFactory
 from tests.support.sessions import grant
-
-from .factories import ConversationFactory, UserFactory
 
 MODELS = [
     "endpoint",

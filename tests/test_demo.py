@@ -19,9 +19,8 @@ import pytest
 from agent.ai import complete, guard
 from agent.models import Endpoint
 from agent_project.demo import offline
+from tests.support.live_site import Visitor, frames_until, log_tail, next_frame, start, stop, wait_for_port
 from tests.support.waiting import free_port, wait_until
-
-from .live_site import Visitor, frames_until, log_tail, next_frame, start, stop, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTES_TOOLS = [

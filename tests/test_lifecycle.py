@@ -9,8 +9,7 @@ from django.utils import timezone
 from agent.conversations import append_message
 from agent.models import AIRequest, Conversation, Message
 from agent.tasks import purge_chats, run_turn, sweep_turns
-
-from .factories import ConversationFactory, UserFactory
+from tests.support.factories import ConversationFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 

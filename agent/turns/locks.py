@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import Any, Iterable
 
 from django.db import connection
-from django.db.models import Count, DateTimeField, ExpressionWrapper, Subquery
+from django.db.models import Count, DateTimeField, ExpressionWrapper, QuerySet, Subquery
 from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Now
 
@@ -57,12 +57,26 @@ def _sql_lease_end() -> str:
     return f"STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW', '+{seconds} seconds')"
 
 
+CHAT_PREFIX = "chat:"
+USER_PREFIX = "user:"
+
+
 def chat_lock(conversation_id: Any) -> str:
-    return f"chat:{conversation_id}"
+    return f"{CHAT_PREFIX}{conversation_id}"
 
 
 def user_slots(user_id: Any) -> list[str]:
-    return [f"user:{user_id}:{slot}" for slot in range(agent_settings.MAX_TURNS_PER_USER)]
+    return [f"{USER_PREFIX}{user_id}:{slot}" for slot in range(agent_settings.MAX_TURNS_PER_USER)]
+
+
+def live_leases() -> QuerySet[Lock]:
+    """Every lease not yet run out, by the database's clock."""
+    return Lock.objects.filter(expires_at__gt=Now())
+
+
+def live_chat_leases() -> QuerySet[Lock]:
+    """The chats' leases not yet run out: a running turn without one lost its worker."""
+    return live_leases().filter(name__startswith=CHAT_PREFIX)
 
 
 TELEGRAM_READER = "telegram:reader"

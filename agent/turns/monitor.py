@@ -9,12 +9,11 @@ from typing import Any
 from celery import current_app
 from django.db import transaction
 from django.db.models import Q
-from django.db.models.functions import Now
 from django.utils import timezone
 
 from .. import events, notices
 from ..conf import agent_settings
-from ..models import Lock, Turn
+from ..models import Turn
 from . import locks
 
 logger = logging.getLogger(__name__)
@@ -65,7 +64,7 @@ def sweep(conversation_id: Any = None) -> int:
 
     Leases are judged by the database's clock."""
     now = timezone.now()
-    leased = Lock.objects.filter(name__startswith="chat:", expires_at__gt=Now()).values("holder")
+    leased = locks.live_chat_leases().values("holder")
     running = Turn.objects.filter(status=Status.RUNNING)
     if conversation_id is not None:
         running = running.filter(conversation_id=conversation_id)
@@ -96,7 +95,7 @@ def _requeue_stale(now: Any) -> None:
     Sending it again extends its leases, so a turn that still waits (busy workers) is sent
     once per lease, not at every sweep; one past its deadline, or whose chat was taken, ends.
     """
-    leased = Lock.objects.filter(expires_at__gt=Now()).values("holder")
+    leased = locks.live_leases().values("holder")
     stale = Turn.objects.filter(
         status=Status.QUEUED, created_at__lt=now - timedelta(seconds=agent_settings.QUEUED_REQUEUE_S)
     ).exclude(Q(pk__in=leased) & Q(deadline_at__gt=now))

@@ -1,4 +1,10 @@
-"""The chat page's websocket: thin, every frame through the parts' doors.
+"""The chat page's websocket: its life, its frames' checks, and the layer events it delivers.
+
+``AgentConsumer`` reads each frame (size, rate, JSON) and answers it through
+its door (``frames.FrameDoors``: a part's public function per frame type) with
+the one error contract; it keeps which chats its tab shows and tells the tab to
+read again what it missed; it delivers the layer's events for those chats; and
+it re-checks the session. Who may open it is the handshake's (``handshake``).
 
 Channels reads the session once, at connect, so nothing read then is trusted
 afterwards: each frame is checked with a fresh scope, each event with a scope
@@ -18,27 +24,22 @@ import logging
 import random
 import time
 from collections import deque
-from typing import Any, Awaitable, Callable
-from urllib.parse import urlsplit
+from typing import Any
 
-from asgiref.sync import sync_to_async
 from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
-from django.core.exceptions import DisallowedHost, ValidationError
-from django.http import HttpRequest
-from django.utils import translation
-from django.utils.http import is_same_domain
-from django.utils.translation import get_supported_language_variant
-from django.utils.translation.trans_real import parse_accept_lang_header
+from django.core.exceptions import ValidationError
 
-from .. import confirmations, conversations, events, turns
+from .. import conversations, events
 from ..access import Scope, SessionRef, is_impersonated, language_for
 from ..conf import agent_settings
 from ..errors import SESSION_REFUSALS, BadFrame, NotFound, Refusal, SessionGone, error_body, invalid_body, refusal_named
 from .delivery import SCOPE_FRESH_S, SharedReads, run_detached, same_draft
-from .rendering import draft_html, page_view
+from .frames import FrameDoors
+from .handshake import origin_allowed, request_language
+from .rendering import draft_html
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ FELL_BEHIND = "agent.fell_behind"
 SUBSCRIPTION_FRAMES = {"subscribe", "unsubscribe"}
 
 
-class AgentConsumer(AsyncJsonWebsocketConsumer):
+class AgentConsumer(FrameDoors, AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
         if not origin_allowed(self.scope):
             await self.close()  # before accept: the handshake is refused (HTTP 403)
@@ -195,100 +196,6 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
             return
         if reply is not None:
             await self.send_json({**reply, "ref": content.get("ref")})
-
-    # -- frames -----------------------------------------------------------------
-
-    async def frame_subscribe(self, frame: dict[str, Any]) -> dict[str, Any]:
-        conversation_id = frame.get("conversation")
-        chat = await database_sync_to_async(conversations.subscribe)(
-            self.ref, conversation_id, self.channel_name, impersonated=self.impersonated
-        )
-        conversation_id = str(conversations.parse_uuid(conversation_id))  # events name the chat in this form
-        self.joined.add(events.topic(conversation_id))
-        after = frame.get("after")
-        messages = await self._call(conversations.list_messages, conversation_id, after=after, latest=after is None)
-        # Without ``after`` the page holds the chat's latest messages, so none (0) when the chat is empty.
-        # The next message stored comes after every one stored, on the line or off it.
-        newest = max(messages[-1]["seq"] if messages else 0, chat.message_count)
-        self.subscribed[conversation_id] = newest if after is None else (messages[-1]["seq"] if messages else None)
-        self.resyncing.discard(conversation_id)
-        self._drop_drafts(conversation_id)  # may be older than the answers this reply holds; the next one is whole
-        with translation.override(self.language):
-            views = [page_view(m) for m in messages]
-        return {"type": "subscribed", "conversation": conversation_id, "messages": views}
-
-    async def frame_unsubscribe(self, frame: dict[str, Any]) -> dict[str, Any]:
-        conversation_id = str(conversations.parse_uuid(frame.get("conversation")))
-        self.subscribed.pop(conversation_id, None)
-        self.resyncing.discard(conversation_id)
-        await sync_to_async(conversations.unsubscribe, thread_sensitive=False)(conversation_id, self.channel_name)
-        return {"type": "unsubscribed", "conversation": conversation_id}
-
-    async def frame_send(self, frame: dict[str, Any]) -> dict[str, Any]:
-        files = frame.get("attachment_ids") or []
-        if not isinstance(files, list):
-            files = [files]  # for_turn refuses what is not an id of this chat's ready files
-        turn = await self._call(
-            turns.start, frame.get("conversation"), frame.get("text"), attachment_ids=files, language=self.language
-        )
-        return {"type": "accepted", "conversation": str(turn.conversation_id), "turn": str(turn.pk)}
-
-    async def frame_stop(self, frame: dict[str, Any]) -> dict[str, Any]:
-        asked = await self._call(turns.stop, frame.get("conversation"))
-        return {"type": "stopping", "conversation": str(frame.get("conversation")), "asked": asked}
-
-    async def frame_edit(self, frame: dict[str, Any]) -> dict[str, Any]:
-        files = frame.get("attachment_ids")
-        if files is not None and not isinstance(files, list):
-            files = [files]
-        turn = await self._call(
-            turns.edit_message,
-            frame.get("conversation"),
-            frame.get("message"),
-            frame.get("text"),
-            attachment_ids=files,
-            language=self.language,
-        )
-        return {"type": "accepted", "conversation": str(turn.conversation_id), "turn": str(turn.pk)}
-
-    async def frame_regenerate(self, frame: dict[str, Any]) -> dict[str, Any]:
-        turn = await self._call(
-            turns.regenerate, frame.get("conversation"), frame.get("message"), language=self.language
-        )
-        return {"type": "accepted", "conversation": str(turn.conversation_id), "turn": str(turn.pk)}
-
-    async def frame_switch(self, frame: dict[str, Any]) -> dict[str, Any]:
-        changed = await self._call(turns.switch_version, frame.get("conversation"), frame.get("message"))
-        return {"type": "switched", "conversation": str(frame.get("conversation")), "changed": changed}
-
-    async def frame_confirm(self, frame: dict[str, Any]) -> dict[str, Any]:
-        card = await self._call(confirmations.confirm, frame.get("confirmation"), edits=frame.get("edits"))
-        return {"type": "decided", "confirmation": str(card.pk), "status": card.status, "edited": bool(card.edits)}
-
-    async def frame_cancel(self, frame: dict[str, Any]) -> dict[str, Any]:
-        card = await self._call(confirmations.cancel, frame.get("confirmation"))
-        return {"type": "decided", "confirmation": str(card.pk), "status": card.status}
-
-    FRAMES: dict[str, Callable[["AgentConsumer", dict[str, Any]], Awaitable[dict[str, Any] | None]]] = {
-        "subscribe": frame_subscribe,
-        "unsubscribe": frame_unsubscribe,
-        "send": frame_send,
-        "stop": frame_stop,
-        "edit": frame_edit,
-        "regenerate": frame_regenerate,
-        "switch": frame_switch,
-        "confirm": frame_confirm,
-        "cancel": frame_cancel,
-    }
-
-    async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Run a part's public function for this session, in the user's language."""
-
-        def call() -> Any:
-            with translation.override(self.language):
-                return fn(self.ref, *args, impersonated=self.impersonated, **kwargs)
-
-        return await database_sync_to_async(call)()
 
     # -- layer events ---------------------------------------------------------------
 
@@ -456,59 +363,3 @@ class AgentConsumer(AsyncJsonWebsocketConsumer):
 def _utf8_length(text: str) -> int:
     """The frame's size as it came over the wire: UTF-8 bytes, not characters."""
     return len(text.encode("utf-8", "surrogatepass"))
-
-
-class _SocketRequest(HttpRequest):
-    """The socket's handshake as a Django request, for Django's own host and scheme rules
-    (``ALLOWED_HOSTS``, ``USE_X_FORWARDED_HOST``, ``SECURE_PROXY_SSL_HEADER``)."""
-
-    def __init__(self, scope: dict[str, Any]) -> None:
-        super().__init__()
-        self.socket_scheme = scope.get("scheme") or "ws"
-        for name, value in scope.get("headers") or []:
-            key = "HTTP_" + name.decode("latin-1").upper().replace("-", "_")
-            text = value.decode("latin-1")
-            self.META[key] = f"{self.META[key]},{text}" if key in self.META else text
-        server = scope.get("server")
-        if server:
-            self.META["SERVER_NAME"], self.META["SERVER_PORT"] = str(server[0]), str(server[1] or "")
-
-    def _get_scheme(self) -> str:
-        return "https" if self.socket_scheme in ("wss", "https") else "http"
-
-
-def origin_allowed(scope: dict[str, Any]) -> bool:
-    """Whether the handshake's Origin is the site's own (scheme, host and port) or a trusted one,
-    as Django's CSRF check decides for a form: a page on another port or scheme of an allowed
-    host may not open a socket with the user's cookie."""
-    request = _SocketRequest(scope)
-    origin = request.META.get("HTTP_ORIGIN")
-    if not origin:
-        return False
-    try:
-        own = f"{'https' if request.is_secure() else 'http'}://{request.get_host()}"
-    except DisallowedHost:
-        own = None
-    trusted = settings.CSRF_TRUSTED_ORIGINS
-    if origin == own or origin in {o for o in trusted if "*" not in o}:
-        return True
-    try:
-        parsed = urlsplit(origin)
-    except ValueError:
-        return False
-    wildcards = [urlsplit(o) for o in trusted if "*" in o]
-    return any(w.scheme == parsed.scheme and is_same_domain(parsed.netloc, w.netloc.lstrip("*")) for w in wildcards)
-
-
-def request_language(scope: dict[str, Any]) -> str | None:
-    """The socket request's language, as Django's LocaleMiddleware reads it: cookie, then Accept-Language."""
-    candidates = [scope.get("cookies", {}).get(settings.LANGUAGE_COOKIE_NAME) or ""]
-    headers = dict(scope.get("headers") or [])
-    accept = headers.get(b"accept-language", b"").decode("latin-1")
-    candidates += [code for code, _q in parse_accept_lang_header(accept) if code != "*"]
-    for code in filter(None, candidates):
-        try:
-            return get_supported_language_variant(code)
-        except LookupError:
-            continue
-    return None

@@ -75,6 +75,7 @@ def page_config(open_conversation: str, *, voice_offered: bool = False) -> dict[
         "messages_page": agent_settings.MESSAGES_PAGE,
         "history_chars": agent_settings.HISTORY_CHARS,
         "max_title_chars": agent_settings.MAX_TITLE_CHARS,
+        "search_max_chars": conversations.SEARCH_MAX_CHARS,
         "max_file_bytes": agent_settings.MAX_FILE_BYTES,
         "max_files": agent_settings.MAX_FILES_PER_MESSAGE,
         "accepted_extensions": accepted_extensions(),

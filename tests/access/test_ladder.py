@@ -21,8 +21,8 @@ from django.utils import timezone
 from agent import conversations, errors
 from agent.access import Scope, SessionRef, authorize_session
 from agent.models import AgentSettings, Conversation, Message, UserSettings
-from tests.events.layer import Listener
-from tests.factories import ConversationFactory, UserFactory
+from tests.support.factories import ConversationFactory, UserFactory
+from tests.support.layer import Listener
 from tests.support.sessions import grant
 
 pytestmark = pytest.mark.django_db

@@ -17,7 +17,7 @@ from django.test.utils import CaptureQueriesContext
 from agent import errors
 from agent.access import authorize_session, authorize_with
 from agent.statements import Columns, slot
-from tests.factories import UserFactory
+from tests.support.factories import UserFactory
 from tests.support.sessions import login
 
 pytestmark = pytest.mark.django_db

@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agent.models import Confirmation, Conversation, OffPurposeFlag, Turn, UserSettings
-from tests.factories import ConversationFactory
+from tests.support.factories import ConversationFactory
 
 pytestmark = pytest.mark.django_db
 TITLE = "Divorce lawyer near me"

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from agent.admin import reports
 from agent.models import AIRequest, Conversation, Endpoint, Message
-from tests.factories import ConversationFactory
+from tests.support.factories import ConversationFactory
 
 pytestmark = pytest.mark.django_db
 

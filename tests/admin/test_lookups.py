@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from agent.admin.permissions import DeclaredLookupsOnly
 from agent.models import Confirmation, Endpoint, OffPurposeFlag, Turn
-from tests.factories import ConversationFactory
 from tests.support.admin import listing
+from tests.support.factories import ConversationFactory
 
 pytestmark = pytest.mark.django_db
 LIST = "admin:agent_{}_changelist"

@@ -13,7 +13,7 @@ from django.test import override_settings
 from agent.ai import AIError, complete
 from agent.ai.client import client_for
 from agent.models import AIRequest, Endpoint
-from tests.model_server import answer, error
+from tests.support.model_server import answer, error
 from tests.support.waiting import free_port
 
 MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}]

@@ -14,7 +14,7 @@ from django.utils import timezone
 from agent.ai import AIError, complete, guard
 from agent.errors import Blocked, BudgetExceeded
 from agent.models import AgentSettings, AIRequest, OffPurposeFlag, Turn, UserSettings
-from tests.factories import ConversationFactory
+from tests.support.factories import ConversationFactory
 
 
 def agent(**overrides: Any) -> Any:

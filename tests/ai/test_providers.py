@@ -17,18 +17,17 @@ from agent.ai.providers import OpenAICompatible, adapter_class, adapter_for
 from agent.checks import check_agent_settings, check_provider_adapter
 from agent.models import AIRequest, Endpoint
 from agent.tasks import run_turn
-from tests.model_server import answer
+from tests.support.model_server import answer
+from tests.support.site_adapters import TAG, NoTools, Tagged
 from tests.support.turns import agent_conf
-
-from .site_adapters import TAG, NoTools, Tagged
 
 pytestmark = pytest.mark.django_db
 MESSAGES = [{"role": "user", "content": "hello"}]
 TOOLS = [{"type": "function", "function": {"name": "t", "description": "d", "parameters": {"type": "object"}}}]
-TAGGED, NO_TOOLS = "tests.ai.site_adapters.Tagged", "tests.ai.site_adapters.NoTools"
+TAGGED, NO_TOOLS = "tests.support.site_adapters.Tagged", "tests.support.site_adapters.NoTools"
 NOT_ADAPTERS = [
-    "tests.ai.site_adapters.NotAnAdapter",  # a class, but no adapter
-    "tests.ai.site_adapters.Missing",  # no such name
+    "tests.support.site_adapters.NotAnAdapter",  # a class, but no adapter
+    "tests.support.site_adapters.Missing",  # no such name
     "tests.ai.no_such_module.Adapter",  # no such module
     "os.path",  # a module
     "Tagged",  # not a dotted path
@@ -94,12 +93,12 @@ def test_a_turn_asks_the_adapter_whether_the_model_takes_tools(ref, chat, endpoi
 
 
 def test_an_endpoint_whose_stored_adapter_does_not_import_reaches_nobody(endpoint, model_server, user, caplog):
-    set_adapter(endpoint, "tests.ai.site_adapters.Missing")  # a row written past the form
+    set_adapter(endpoint, "tests.support.site_adapters.Missing")  # a row written past the form
     with pytest.raises(AIError) as refused:
         call(endpoint, user)
     assert refused.value.code == "endpoint_not_configured" and model_server.requests == []
     assert AIRequest.objects.get().error_code == "endpoint_not_configured"
-    assert "tests.ai.site_adapters.Missing" in caplog.text
+    assert "tests.support.site_adapters.Missing" in caplog.text
 
 
 # -- refusing what is no adapter ------------------------------------------------------------

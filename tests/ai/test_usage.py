@@ -13,8 +13,8 @@ from agent.ai import AIError, complete
 from agent.ai.usage import stored_by_caller
 from agent.conversations import append_message
 from agent.models import AIRequest, Message
-from tests.factories import ConversationFactory
-from tests.model_server import error
+from tests.support.factories import ConversationFactory
+from tests.support.model_server import error
 
 RECEIVED: list[tuple[str, Any]] = []
 SINKS = ["tests.ai.test_usage.broken_sink", "tests.ai.test_usage.recording_sink"]

@@ -14,7 +14,7 @@ from agent.ai import effective, effective_endpoint
 from agent.ai.endpoints import chosen
 from agent.models import AgentSettings, Endpoint, Message, Turn, UserSettings
 from agent.tasks import run_turn
-from tests.model_server import ScriptedModelServer, answer
+from tests.support.model_server import ScriptedModelServer, answer
 
 pytestmark = pytest.mark.django_db
 STAFF, USER = UserSettings.SetBy.STAFF, UserSettings.SetBy.USER

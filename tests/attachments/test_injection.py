@@ -9,9 +9,9 @@ from agent import conversations, turns
 from agent.models import Confirmation, Message, OffPurposeFlag
 from agent.tasks import run_turn
 from agent.web.rendering import render_markdown
-from tests.model_server import answer, off_purpose, tool_calls
 from tests.notes.models import Note
 from tests.support.files import read_file
+from tests.support.model_server import answer, off_purpose, tool_calls
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

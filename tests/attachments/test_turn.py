@@ -19,8 +19,8 @@ from agent.errors import NotFound
 from agent.models import AIRequest, Attachment, Lock, Message, Turn
 from agent.tasks import run_turn
 from agent.turns import locks
-from tests.model_server import answer, error
 from tests.support.files import picture_bytes, read_file
+from tests.support.model_server import answer, error
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

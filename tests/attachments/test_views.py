@@ -18,9 +18,9 @@ from agent.conversations import append_message, create_conversation, delete_conv
 from agent.models import Attachment, Conversation
 from agent.retention import purge
 from agent.tasks import purge_attachments, sweep_turns
-from tests.events.layer import Listener
-from tests.factories import UserFactory
+from tests.support.factories import UserFactory
 from tests.support.files import picture_bytes, post_file, ready, stored_files, upload
+from tests.support.layer import Listener
 from tests.support.sessions import csrf_client, grant, login
 from tests.support.turns import agent_conf
 

@@ -15,9 +15,9 @@ from playwright.sync_api import Page, expect
 
 from agent.conversations import append_message
 from agent.models import Message
-from tests.factories import ConversationFactory
-from tests.model_server import answer, error, tool_calls
 from tests.support.browser import send, sign_in
+from tests.support.factories import ConversationFactory
+from tests.support.model_server import answer, error, tool_calls
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -8,9 +8,9 @@ from typing import Any, Iterator
 import pytest
 from playwright.sync_api import expect
 
-from tests.model_server import answer, tool_calls
 from tests.notes.models import Note
 from tests.support.browser import ARTIFACTS, send, sign_in
+from tests.support.model_server import answer, tool_calls
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

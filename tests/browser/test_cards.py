@@ -7,9 +7,9 @@ from django.utils import translation
 from playwright.sync_api import expect
 
 from agent.models import UserSettings
-from tests.model_server import answer, tool_calls
 from tests.notes.models import Note
 from tests.support.browser import send, sign_in
+from tests.support.model_server import answer, tool_calls
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -11,10 +11,10 @@ from playwright.sync_api import expect
 from agent import notices
 from agent.conversations import append_message
 from agent.models import Message, UserSettings
-from tests.factories import ConversationFactory
-from tests.model_server import answer, error, tool_calls
 from tests.notes.models import Note
 from tests.support.browser import send, sign_in
+from tests.support.factories import ConversationFactory
+from tests.support.model_server import answer, error, tool_calls
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -10,9 +10,9 @@ from playwright.sync_api import Page, expect
 
 from agent.conf import agent_settings
 from agent.models import Attachment, Conversation, Message
-from tests.factories import ConversationFactory
-from tests.model_server import answer
 from tests.support.browser import send, sign_in
+from tests.support.factories import ConversationFactory
+from tests.support.model_server import answer
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -150,7 +150,7 @@ def test_a_draft_shows_a_list_formatted_while_it_streams(tab, user, endpoint, mo
 
 
 def test_focus_returns_to_the_message_box_after_a_card_is_decided_by_keyboard(tab, user, endpoint, model_server):
-    from tests.model_server import tool_calls
+    from tests.support.model_server import tool_calls
 
     model_server.push(tool_calls(("notes_create", {"title": "Buy milk"})), answer("Done."))
     sign_in(tab, user)

@@ -13,7 +13,7 @@ from typing import Any, Iterator
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.live_site import log_tail, start, stop, wait_for_port
+from tests.support.live_site import log_tail, start, stop, wait_for_port
 from tests.support.telegram_api import BOT, TOKEN, FakeBotApi, Sent
 from tests.support.waiting import free_port, wait_until
 

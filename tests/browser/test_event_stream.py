@@ -13,9 +13,9 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from agent.models import Message
-from tests.model_server import answer, tool_calls
 from tests.notes.models import Note
 from tests.support.browser import send, sign_in
+from tests.support.model_server import answer, tool_calls
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -7,13 +7,14 @@ import re
 import uuid
 
 import pytest
-from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import Locator, Page, Route, expect
 
+from agent import errors
 from agent.models import Attachment
-from tests.factories import ConversationFactory
-from tests.model_server import answer
 from tests.support.browser import send, sign_in
+from tests.support.factories import ConversationFactory
 from tests.support.files import pdf_bytes, picture_bytes
+from tests.support.model_server import answer
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -58,6 +59,39 @@ def test_a_message_sent_while_its_file_is_being_removed_goes_without_the_file(ta
     assert removal.value.ok
     expect(chip).to_have_count(0)
     assert not Attachment.objects.exists()
+
+
+def session_gone(route: Route) -> None:
+    """The server's answer to a call of a session that ended, without ending the tab's own session."""
+    route.fulfill(status=401, content_type="application/json", body=json.dumps(errors.error_body(errors.SessionGone())))
+
+
+def test_a_file_s_removal_refused_for_an_ended_session_offers_to_sign_in_again(tab, user):
+    chat = ConversationFactory(user=user, title="Files")
+    sign_in(tab, user, path=f"/assistant/c/{chat.pk}/")
+    pick(tab, ["list.txt"])
+    chip = tab.locator("#composer-files .agent-file-chip")
+    expect(chip).to_have_attribute("data-status", "ready")
+    tab.route("**/attachments/*/remove/", session_gone)
+
+    chip.locator(".agent-file-remove").click()
+
+    expect(tab.locator("#banner")).to_contain_text("You were signed out. Sign in again to go on.")
+    expect(tab.locator("#banner a")).to_have_attribute("href", re.compile(r"^/accounts/login/\?next="))
+    expect(chip).to_have_attribute("data-status", "ready")  # not removed: the server still has it
+
+
+def test_an_upload_refused_for_an_ended_session_says_so_and_offers_to_sign_in_again(tab, user):
+    chat = ConversationFactory(user=user, title="Files")
+    sign_in(tab, user, path=f"/assistant/c/{chat.pk}/")
+    tab.route("**/attachments/upload/**", session_gone)
+
+    pick(tab, ["list.txt"])
+
+    chip = tab.locator("#composer-files .agent-file-chip")
+    expect(chip).to_have_attribute("data-status", "failed")
+    expect(chip.locator(".agent-file-status")).to_have_text(str(errors.SessionGone().message))
+    expect(tab.locator("#banner")).to_contain_text("You were signed out. Sign in again to go on.")
 
 
 def test_a_file_dropped_with_no_chat_open_starts_one_and_is_read_there(tab, user, endpoint, model_server):

@@ -9,8 +9,8 @@ from playwright.sync_api import expect
 
 from agent.conversations import append_message
 from agent.models import Conversation, Message
-from tests.factories import ConversationFactory
 from tests.support.browser import sign_in
+from tests.support.factories import ConversationFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

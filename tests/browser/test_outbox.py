@@ -12,9 +12,9 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from agent.models import Message, Turn, UserSettings
-from tests.factories import ConversationFactory
-from tests.model_server import answer
 from tests.support.browser import send, sign_in
+from tests.support.factories import ConversationFactory
+from tests.support.model_server import answer
 from tests.support.workers import thread_worker
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

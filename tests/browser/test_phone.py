@@ -9,8 +9,8 @@ from playwright.sync_api import expect
 
 from agent.conversations import append_message
 from agent.models import Message
-from tests.factories import ConversationFactory
 from tests.support.browser import ARTIFACTS, sign_in
+from tests.support.factories import ConversationFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -74,7 +74,7 @@ def test_on_a_phone_the_top_bar_is_one_row_and_the_messages_get_the_room(phone, 
 
 
 def test_on_a_touch_keyboard_enter_starts_a_new_line_and_send_sends(phone, user, endpoint, model_server):
-    from tests.model_server import answer
+    from tests.support.model_server import answer
 
     model_server.push(answer("Two lines."))
     sign_in(phone, user)
@@ -93,7 +93,7 @@ def test_on_a_touch_keyboard_enter_starts_a_new_line_and_send_sends(phone, user,
 def test_in_russian_the_composer_buttons_fit_the_phone_on_one_line_each_while_a_turn_runs(
     chromium, asgi_server, worker, user, endpoint, model_server
 ):
-    from tests.model_server import answer
+    from tests.support.model_server import answer
 
     model_server.push(answer("Долгий ответ " + " ".join(["слово"] * 30), chunk_delay=0.15))
     context = chromium.new_context(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.model_server import answer, error, tool_calls
 from tests.support.browser import send, sign_in
+from tests.support.model_server import answer, error, tool_calls
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

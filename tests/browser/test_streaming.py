@@ -10,9 +10,9 @@ from playwright.sync_api import Locator, Page, expect
 
 from agent.conversations import append_message
 from agent.models import Message, Turn
-from tests.factories import ConversationFactory
-from tests.model_server import answer
 from tests.support.browser import send, sign_in
+from tests.support.factories import ConversationFactory
+from tests.support.model_server import answer
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -6,8 +6,8 @@ import pytest
 from playwright.sync_api import expect
 
 from agent.models import Message
-from tests.model_server import answer
 from tests.support.browser import send, sign_in
+from tests.support.model_server import answer
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

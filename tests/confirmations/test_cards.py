@@ -17,9 +17,9 @@ from agent.errors import Expired, Forbidden, Impersonated, NotFound, NotWaiting,
 from agent.events import topic
 from agent.models import Confirmation, Message, UserSettings
 from agent.tools import registry
-from tests.events.layer import Listener
-from tests.factories import ConversationFactory
 from tests.notes.models import Note
+from tests.support.factories import ConversationFactory
+from tests.support.layer import Listener
 from tests.support.sessions import login
 
 Status = Confirmation.Status

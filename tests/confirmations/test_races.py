@@ -13,8 +13,8 @@ from agent.conversations import create_conversation, get_conversation
 from agent.errors import NotWaiting
 from agent.models import Confirmation, Message
 from agent.tasks import run_turn
-from tests.model_server import tool_calls
 from tests.notes.models import Note
+from tests.support.model_server import tool_calls
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

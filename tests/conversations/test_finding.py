@@ -15,7 +15,7 @@ from agent import conversations
 from agent.access import SessionRef
 from agent.errors import Impersonated, NotFound
 from agent.models import Conversation, Message
-from tests.factories import ConversationFactory
+from tests.support.factories import ConversationFactory
 
 pytestmark = pytest.mark.django_db
 

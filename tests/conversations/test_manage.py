@@ -12,8 +12,8 @@ from agent import conversations
 from agent.access import SessionRef
 from agent.errors import NotFound
 from agent.models import Conversation, Message
-from tests.events.layer import Listener
-from tests.factories import UserFactory
+from tests.support.factories import UserFactory
+from tests.support.layer import Listener
 
 pytestmark = pytest.mark.django_db
 

@@ -23,7 +23,7 @@ from agent.conversations import (
     topic,
 )
 from agent.models import Conversation, Message
-from tests.events.layer import Listener
+from tests.support.layer import Listener
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from agent.access import SessionRef
 from agent.conversations import append_message
 from agent.errors import NotFound
 from agent.models import Conversation, Message
-from tests.events.layer import Listener
+from tests.support.layer import Listener
 
 pytestmark = pytest.mark.django_db
 

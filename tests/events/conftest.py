@@ -8,7 +8,7 @@ import pytest
 
 from agent.conversations import append_message
 from agent.models import Conversation, Message
-from tests.factories import ConversationFactory
+from tests.support.factories import ConversationFactory
 
 
 @pytest.fixture

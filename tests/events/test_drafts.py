@@ -14,7 +14,7 @@ from django.test import Client
 from agent import events
 from agent.access import SessionRef
 from agent.web.consumers import SCOPE_FRESH_S, AgentConsumer
-from tests.events.sockets import close_code, error_frame, opened, parsed, subscribed
+from tests.support.sockets import close_code, error_frame, opened, parsed, subscribed
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True), pytest.mark.timeout(30)]
 

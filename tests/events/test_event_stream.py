@@ -23,9 +23,9 @@ from agent import conversations, events
 from agent.access import SessionRef
 from agent.models import Conversation, Message
 from agent.web.delivery import SCOPE_FRESH_S
-from tests.events.sockets import error_frame, parsed
-from tests.events.streams import opened
 from tests.support.sessions import login
+from tests.support.sockets import error_frame, parsed
+from tests.support.streams import opened
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True), pytest.mark.timeout(30)]
 

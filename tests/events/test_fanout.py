@@ -23,8 +23,8 @@ from agent.access import SessionRef
 from agent.models import Conversation, Message
 from agent.web import delivery
 from agent.web.delivery import SCOPE_FRESH_S
-from tests.events.sockets import close_code, error_frame, opened, parsed, subscribed
 from tests.support.sessions import login
+from tests.support.sockets import close_code, error_frame, opened, parsed, subscribed
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 

@@ -11,8 +11,8 @@ from django.test import Client
 from agent.access import SessionRef, authorize_session
 from agent.models import Confirmation, Conversation, Turn
 from agent.tools import execute_as
-from tests.events.sockets import opened, subscribed
 from tests.notes.models import Note
+from tests.support.sockets import opened, subscribed
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True), pytest.mark.timeout(30)]
 
@@ -112,7 +112,7 @@ async def test_edit_regenerate_and_switch_frames_answer_and_tell_the_line_change
     from agent import turns
     from agent.models import Message
     from agent.tasks import run_turn
-    from tests.model_server import answer
+    from tests.support.model_server import answer
 
     ref = session[1]
     model_server.push(answer("Cats purr."), answer("Cats nap."))
@@ -148,7 +148,7 @@ async def test_a_message_after_a_switch_to_an_older_version_reaches_a_new_socket
     from agent.conversations import add_message
     from agent.models import Message
     from agent.tasks import run_turn
-    from tests.model_server import answer
+    from tests.support.model_server import answer
 
     ref = session[1]
     model_server.push(answer("Cats purr."), answer("Cats nap."))

@@ -23,7 +23,7 @@ from agent.access import SessionRef
 from agent.checks import check_channel_layer_timeout
 from agent.events import losses
 from agent.layers import SOCKET_TIMEOUT_S, RedisChannelLayer, redis_channel_layer, redis_default_socket_timeout
-from tests.events.sockets import opened, subscribed
+from tests.support.sockets import opened, subscribed
 
 BLOCKING_READ_S = RedisChannelLayer.brpop_timeout
 REDIS_URL = django_settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"][0]["address"]

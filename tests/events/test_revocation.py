@@ -21,9 +21,9 @@ from django.utils import timezone
 
 from agent.access import SessionRef
 from agent.models import AgentSettings, UserSettings
-from tests.events.sockets import close_code, error_frame, opened, parsed, subscribed
-from tests.factories import UserFactory
+from tests.support.factories import UserFactory
 from tests.support.sessions import login
+from tests.support.sockets import close_code, error_frame, opened, parsed, subscribed
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True), pytest.mark.timeout(30)]
 

@@ -9,7 +9,7 @@ import pytest
 from agent import conversations, errors
 from agent.access import SessionRef
 from agent.models import AgentSettings, Conversation
-from tests.events.layer import Listener
+from tests.support.layer import Listener
 
 pytestmark = pytest.mark.django_db
 

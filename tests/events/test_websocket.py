@@ -17,8 +17,8 @@ from agent import conversations
 from agent.access import SessionRef
 from agent.models import Conversation, Message
 from agent.web.consumers import SCOPE_FRESH_S
-from tests.events.sockets import close_code, error_frame, finish_refused, opened, parsed, socket, subscribed
 from tests.support.sessions import login
+from tests.support.sockets import close_code, error_frame, finish_refused, opened, parsed, socket, subscribed
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True), pytest.mark.timeout(30)]
 

@@ -13,8 +13,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from agent.models import Endpoint
-
-from .harness import Stack, Stacks, Tab, run_artifacts
+from tests.support.harness import Stack, Stacks, Tab, run_artifacts
 
 FIGURES: list[str] = []
 

@@ -11,10 +11,9 @@ from typing import Any, Callable
 import pytest
 
 from agent.access import SessionRef
-from tests.model_server import ScriptedModelServer
 from tests.support.crashes import crash_mid_turn
-
-from .harness import Stack, Tab
+from tests.support.harness import Stack, Tab
+from tests.support.model_server import ScriptedModelServer
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True), pytest.mark.timeout(150)]
 

@@ -19,10 +19,9 @@ from django.utils import timezone
 
 from agent.access import SessionRef
 from agent.models import AIRequest, Confirmation, Lock, Message, OffPurposeFlag, Turn
-from tests.model_server import ScriptedModelServer, answer, off_purpose, tool_calls
+from tests.support.harness import QUICK_SETTINGS, Stack, Tab
+from tests.support.model_server import ScriptedModelServer, answer, off_purpose, tool_calls
 from tests.support.waiting import wait_until
-
-from .harness import QUICK_SETTINGS, Stack, Tab
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 

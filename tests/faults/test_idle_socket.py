@@ -15,8 +15,7 @@ import pytest
 from agent import conversations
 from agent.access import SessionRef
 from agent.models import Conversation
-
-from .harness import Stack, Tab
+from tests.support.harness import Stack, Tab
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 

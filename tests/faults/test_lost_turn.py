@@ -14,9 +14,8 @@ import pytest
 
 from agent.access import SessionRef
 from agent.models import Message, Turn
-from tests.model_server import ScriptedModelServer, answer
-
-from .harness import QUICK_SETTINGS, Stack, Tab
+from tests.support.harness import QUICK_SETTINGS, Stack, Tab
+from tests.support.model_server import ScriptedModelServer, answer
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True), pytest.mark.timeout(150)]
 

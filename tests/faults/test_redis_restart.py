@@ -15,10 +15,9 @@ import pytest
 
 from agent.access import SessionRef
 from agent.models import Message, Turn
-from tests.model_server import ScriptedModelServer, answer, tool_calls
+from tests.support.harness import RedisServer, Stack, Stacks, Tab, run_artifacts
+from tests.support.model_server import ScriptedModelServer, answer, tool_calls
 from tests.support.waiting import wait_until
-
-from .harness import RedisServer, Stack, Stacks, Tab, run_artifacts
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True), pytest.mark.timeout(150)]
 

@@ -20,11 +20,10 @@ from django.contrib.sessions.models import Session
 from django.utils import timezone
 
 from agent.models import AgentSettings, Message, Turn
-from tests.model_server import ScriptedModelServer, answer, tool_calls
+from tests.support.harness import QUICK_SETTINGS, Stack, Tab
+from tests.support.model_server import ScriptedModelServer, answer, tool_calls
 from tests.support.sessions import login
 from tests.support.waiting import wait_until
-
-from .harness import QUICK_SETTINGS, Stack, Tab
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True), pytest.mark.timeout(90)]
 

@@ -15,11 +15,10 @@ from websockets.exceptions import WebSocketException
 
 from agent.access import SessionRef
 from agent.models import Message, Turn
-from tests.hosts_infra.redis_servers import SentinelSet, Servers
-from tests.model_server import ScriptedModelServer, answer, tool_calls
+from tests.support.harness import Stack, Stacks, Tab
+from tests.support.model_server import ScriptedModelServer, answer, tool_calls
+from tests.support.redis_servers import SentinelSet, Servers
 from tests.support.waiting import wait_until
-
-from .harness import Stack, Stacks, Tab
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True), pytest.mark.timeout(180)]
 

@@ -1,7 +1,7 @@
 """Two hosts with no folder in common: each a daphne and a prefork worker in a working directory of its own,
 and a local S3 server (moto) that holds every file.
 
-The processes are the fault suite's (``tests.faults.harness``), run with
+The processes are the fault suite's (``tests.support.harness``), run with
 ``tests.hosts.settings``; the database is this run's (``DATABASE_URL``), so the
 same test runs through a pooler when it points there. The hosts run twice: on
 this run's Redis (``REDIS_URL``, ``CELERY_BROKER_URL``), then on a master, a
@@ -18,9 +18,9 @@ from typing import Any, Iterator
 import pytest
 from django.conf import settings
 
-from tests.faults.harness import Process, Stack, listening, run_artifacts
-from tests.hosts_infra.redis_servers import MASTER_NAME, SentinelSet, Servers
+from tests.support.harness import Process, Stack, listening, run_artifacts
 from tests.support.hosts import BUCKET, SENTINEL_BROKER_DB, Host, S3Server
+from tests.support.redis_servers import MASTER_NAME, SentinelSet, Servers
 from tests.support.waiting import free_port
 
 

@@ -28,10 +28,10 @@ from django.utils import timezone
 from agent.access import SessionRef
 from agent.conversations import delete_conversation
 from agent.models import Attachment, Conversation, Endpoint
-from tests.faults.harness import Tab
-from tests.model_server import ScriptedModelServer, answer
 from tests.support.files import pdf_bytes, picture_bytes
+from tests.support.harness import Tab
 from tests.support.hosts import BUCKET, SENTINEL_BROKER_DB, Host, S3Server
+from tests.support.model_server import ScriptedModelServer, answer
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.hosts, pytest.mark.django_db(transaction=True), pytest.mark.timeout(150)]

@@ -6,7 +6,7 @@ from typing import Iterator
 
 import pytest
 
-from .redis_servers import SentinelSet, Servers
+from tests.support.redis_servers import SentinelSet, Servers
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from agent.attachments.api import queue_processing
 from agent.conversations import create_conversation
 from agent.models import Turn
 from agent.turns import monitor
-from tests.model_server import ScriptedModelServer, answer
+from tests.support.model_server import ScriptedModelServer, answer
 from tests.support.turns import agent_conf
 from tests.support.waiting import wait_until
 

@@ -8,9 +8,8 @@ from django.test import override_settings
 
 from agent.checks import check_redis_is_not_a_cluster
 from agent.layers import redis_channel_layer
+from tests.support.redis_servers import SentinelSet, Servers
 from tests.support.waiting import free_port
-
-from .redis_servers import SentinelSet, Servers
 
 
 def errors_for(url: str, **settings: Any) -> list[Any]:

@@ -17,8 +17,7 @@ from agent.layers import (
     RedisChannelLayer,
     redis_channel_layer,
 )
-
-from .redis_servers import MASTER_NAME, SentinelSet
+from tests.support.redis_servers import MASTER_NAME, SentinelSet
 
 
 def layer_on(entry: dict[str, Any]) -> RedisChannelLayer:

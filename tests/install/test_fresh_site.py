@@ -2,11 +2,11 @@
 
 The site is made by ``django-admin startproject`` in a temporary directory, with
 nothing of this source tree on its path, from the README's own marked blocks
-(``tests/install/readme.py``). It runs on PostgreSQL (its own database) and
+(``tests/support/readme.py``). It runs on PostgreSQL (its own database) and
 Redis: daphne, a separate prefork Celery worker and beat, as the README's
 "Run it" starts them. A turn goes from the chat page's HTTP API through a read
 tool and a confirmed write, its events arriving on the page's websocket; the
-model is the scripted server of ``tests/model_server.py``.
+model is the scripted server of ``tests/support/model_server.py``.
 """
 
 from __future__ import annotations
@@ -28,11 +28,10 @@ import pytest
 from django.conf import settings
 
 from agent.conf import agent_settings
-from tests.live_site import Visitor, frames_until, log_tail, next_frame, start, stop, wait_for_port
-from tests.model_server import answer, tool_calls
+from tests.support.live_site import Visitor, frames_until, log_tail, next_frame, start, stop, wait_for_port
+from tests.support.model_server import answer, tool_calls
+from tests.support.readme import Step, steps
 from tests.support.waiting import free_port, wait_until
-
-from .readme import Step, steps
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ["agent", "pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md"]

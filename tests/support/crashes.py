@@ -8,8 +8,8 @@ import time
 from typing import Any, Callable
 
 from agent.models import AIRequest, Lock, Message, Turn
-from tests.faults.harness import Stack, Tab
-from tests.model_server import ScriptedModelServer, answer, tool_calls
+from tests.support.harness import Stack, Tab
+from tests.support.model_server import ScriptedModelServer, answer, tool_calls
 
 TOLD_WITHIN_S = 45
 

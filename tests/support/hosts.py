@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from tests.faults.harness import Process, Stack
-from tests.hosts_infra.redis_servers import SentinelSet
+from tests.support.harness import Process, Stack
+from tests.support.redis_servers import SentinelSet
 
 BUCKET = "agent-files"
 SENTINEL_BROKER_DB = 1  # not the layer's 0: the test sees the broker land on the database its URL names

@@ -12,8 +12,8 @@ from agent import confirmations, conversations
 from agent.access import SessionRef
 from agent.models import Confirmation, Message, TelegramLink, Turn
 from agent.telegram import revoke, updates
-from tests.model_server import ScriptedModelServer, answer, tool_calls
 from tests.notes.models import Note
+from tests.support.model_server import ScriptedModelServer, answer, tool_calls
 from tests.support.telegram import connect
 from tests.support.telegram_api import FakeBotApi, Sent
 from tests.support.turns import WORDS, messages_of, wait_ended

@@ -11,8 +11,8 @@ import pytest
 from agent.access import SessionRef
 from agent.models import AgentSettings, AIRequest, Attachment, Endpoint, Message, TelegramLink, Turn
 from agent.telegram import updates
-from tests.model_server import ScriptedModelServer, answer, transcript
 from tests.support.audio import wav
+from tests.support.model_server import ScriptedModelServer, answer, transcript
 from tests.support.telegram import connect
 from tests.support.telegram_api import FakeBotApi
 from tests.support.turns import wait_ended

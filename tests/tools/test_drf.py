@@ -19,9 +19,9 @@ from agent.access import authorize_session
 from agent.models import Confirmation
 from agent.tools import execute_as, registry
 from agent.tools.drf import register_viewset
-from tests.factories import UserFactory
 from tests.notes.api import NoteSerializer, NoteViewSet
 from tests.notes.models import Note
+from tests.support.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
 Status = Confirmation.Status

@@ -15,8 +15,8 @@ from django.utils import timezone
 from agent.access import authorize_session
 from agent.models import Confirmation
 from agent.tools import execute_as, visible_for
-from tests.factories import ConversationFactory
 from tests.notes.models import Note
+from tests.support.factories import ConversationFactory
 
 CALLS: list[dict[str, Any]] = []
 

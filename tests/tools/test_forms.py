@@ -16,8 +16,8 @@ from agent.access import authorize_session
 from agent.models import Confirmation
 from agent.tools import execute_as, registry
 from agent.tools.forms import register_form
-from tests.factories import UserFactory
 from tests.notes.models import Note
+from tests.support.factories import UserFactory
 from tests.support.races import at_once
 
 pytestmark = pytest.mark.django_db

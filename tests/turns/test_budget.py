@@ -19,7 +19,7 @@ from agent.conversations import client_view
 from agent.models import AgentSettings, Message, UserSettings
 from agent.tasks import run_turn
 from agent.web.rendering import page_view
-from tests.model_server import answer, tool_calls
+from tests.support.model_server import answer, tool_calls
 from tests.support.turns import agent_conf, messages_of
 
 pytestmark = pytest.mark.django_db(transaction=True)

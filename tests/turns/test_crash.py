@@ -18,7 +18,7 @@ from agent.access import SessionRef
 from agent.conf import agent_settings
 from agent.models import AIRequest, Lock, Turn
 from agent.turns import monitor
-from tests.model_server import ScriptedModelServer, answer
+from tests.support.model_server import ScriptedModelServer, answer
 from tests.support.turns import messages_of
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]

@@ -13,7 +13,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from agent import turns
 from agent.models import AIRequest, Message, Turn
 from agent.tasks import run_turn
-from tests.model_server import answer, error, tool_calls
+from tests.support.model_server import answer, error, tool_calls
 from tests.support.turns import agent_conf, messages_of
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -18,7 +18,7 @@ from agent.conversations import delete_conversation
 from agent.models import AgentSettings, AIRequest, Lock, Turn, UserSettings
 from agent.tasks import run_turn
 from agent.turns import locks, monitor
-from tests.model_server import ScriptedModelServer, answer, tool_calls
+from tests.support.model_server import ScriptedModelServer, answer, tool_calls
 from tests.support.turns import agent_conf, messages_of
 
 pytestmark = pytest.mark.django_db

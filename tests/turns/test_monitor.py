@@ -17,7 +17,7 @@ from agent.errors import Busy
 from agent.models import Lock, Message, Turn
 from agent.tasks import run_turn, sweep_turns
 from agent.turns import locks, monitor, runner
-from tests.model_server import answer
+from tests.support.model_server import answer
 from tests.support.turns import agent_conf, messages_of
 
 pytestmark = pytest.mark.django_db

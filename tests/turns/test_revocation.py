@@ -11,8 +11,8 @@ from django.contrib.auth.models import Permission
 from agent import turns
 from agent.models import AgentSettings, Message
 from agent.tasks import run_turn
-from tests.model_server import answer, tool_calls
 from tests.notes.models import Note
+from tests.support.model_server import answer, tool_calls
 from tests.support.turns import messages_of
 
 pytestmark = pytest.mark.django_db(transaction=True)

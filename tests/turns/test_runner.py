@@ -15,7 +15,7 @@ from agent.access import SessionRef
 from agent.conversations import get_conversation
 from agent.models import AgentSettings, AIRequest, Confirmation, Message, OffPurposeFlag, Turn, UserSettings
 from agent.tasks import run_turn
-from tests.model_server import ScriptedModelServer, answer, error, off_purpose, prompt_nonce, tool_calls
+from tests.support.model_server import ScriptedModelServer, answer, error, off_purpose, prompt_nonce, tool_calls
 from tests.support.turns import agent_conf, messages_of, tool_messages, tool_names
 
 pytestmark = pytest.mark.django_db

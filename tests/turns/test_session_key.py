@@ -16,8 +16,8 @@ from agent import turns
 from agent.models import Turn
 from agent.models.fields import seal, unseal
 from agent.tasks import run_turn
-from tests.factories import ConversationFactory
-from tests.model_server import answer, tool_calls
+from tests.support.factories import ConversationFactory
+from tests.support.model_server import answer, tool_calls
 
 pytestmark = pytest.mark.django_db(transaction=True)
 PURPOSE = "turn-session-key"

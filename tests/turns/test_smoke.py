@@ -3,7 +3,7 @@ import pytest
 from agent import turns
 from agent.conversations import create_conversation, get_conversation
 from agent.tasks import run_turn
-from tests.model_server import tool_calls
+from tests.support.model_server import tool_calls
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -29,7 +29,7 @@ from agent.errors import (
 )
 from agent.models import AgentSettings, AIRequest, Endpoint, Lock, OffPurposeFlag, Turn, UserSettings
 from agent.turns import locks, monitor
-from tests.factories import ConversationFactory, UserFactory
+from tests.support.factories import ConversationFactory, UserFactory
 from tests.support.sessions import grant, login
 from tests.support.turns import agent_conf, messages_of
 

@@ -20,8 +20,8 @@ from agent.ai import AIError, complete
 from agent.ai.client import StreamAssembly, _lines
 from agent.models import AIRequest, Turn
 from agent.turns import stream
-from tests.events.layer import Listener
-from tests.model_server import ScriptedModelServer, answer, error, tool_calls
+from tests.support.layer import Listener
+from tests.support.model_server import ScriptedModelServer, answer, error, tool_calls
 from tests.support.turns import WORDS, agent_conf, messages_of, wait_ended
 
 pytestmark = pytest.mark.django_db(transaction=True)

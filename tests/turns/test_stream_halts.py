@@ -22,7 +22,7 @@ from agent.access import SessionRef
 from agent.models import AIRequest, Lock, Turn
 from agent.tasks import run_turn
 from agent.turns import locks
-from tests.model_server import ScriptedModelServer, answer, tool_calls
+from tests.support.model_server import ScriptedModelServer, answer, tool_calls
 from tests.support.turns import WORDS, messages_of
 from tests.support.waiting import wait_until
 

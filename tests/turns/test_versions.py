@@ -18,8 +18,8 @@ from agent.events import topic
 from agent.models import Attachment, Message, Turn
 from agent.tasks import run_turn
 from agent.turns import history
-from tests.events.layer import Listener
-from tests.model_server import answer, error
+from tests.support.layer import Listener
+from tests.support.model_server import answer, error
 from tests.support.sessions import login
 
 pytestmark = pytest.mark.django_db(transaction=True)

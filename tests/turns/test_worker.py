@@ -15,8 +15,8 @@ from agent.access import SessionRef
 from agent.conversations import create_conversation, delete_conversation, topic
 from agent.models import AIRequest, Lock, Turn
 from agent.turns import locks
-from tests.events.layer import Listener
-from tests.model_server import ScriptedModelServer, answer, tool_calls
+from tests.support.layer import Listener
+from tests.support.model_server import ScriptedModelServer, answer, tool_calls
 from tests.support.turns import agent_conf, messages_of, wait_ended
 from tests.support.waiting import wait_until
 

@@ -17,7 +17,7 @@ from agent import turns
 from agent.models import Confirmation, Lock, Message, OffPurposeFlag, Turn
 from agent.tasks import run_turn
 from agent.turns import locks
-from tests.model_server import answer, off_purpose, tool_calls
+from tests.support.model_server import answer, off_purpose, tool_calls
 from tests.support.turns import messages_of
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -17,8 +17,8 @@ from agent.access import SessionRef
 from agent.errors import BudgetExceeded, NotConfigured, NotFound, SessionGone, SpeechFailed
 from agent.models import AgentSettings, AIRequest, Endpoint, UserSettings
 from agent.web.views import page_config
-from tests.model_server import error, transcript
 from tests.support.audio import wav
+from tests.support.model_server import error, transcript
 from tests.support.sessions import csrf_client
 
 

@@ -21,8 +21,8 @@ from agent.conversations import create_conversation
 from agent.models import Conversation, Turn, UserSettings
 from agent.tasks import run_turn
 from agent.web.http import refusal_response
-from tests.factories import ConversationFactory
-from tests.model_server import answer, tool_calls
+from tests.support.factories import ConversationFactory
+from tests.support.model_server import answer, tool_calls
 from tests.support.sessions import login
 
 pytestmark = pytest.mark.django_db
@@ -49,7 +49,7 @@ def test_a_call_after_the_session_ended_is_401(session):
 
 
 def test_a_user_without_the_permission_is_403_forbidden():
-    from tests.factories import UserFactory
+    from tests.support.factories import UserFactory
 
     client, _ref = login(UserFactory())
     response = get(client, "conversation_list")

@@ -9,7 +9,7 @@ from django.test import Client
 from django.urls import reverse
 
 from agent.models import Conversation
-from tests.factories import ConversationFactory
+from tests.support.factories import ConversationFactory
 
 pytestmark = pytest.mark.django_db
 

@@ -11,10 +11,9 @@ from django.test import override_settings
 from django.urls import reverse
 
 from agent.models import AgentSettings
-from tests.factories import UserFactory
+from tests.support.factories import UserFactory
+from tests.support.inert import parse
 from tests.support.sessions import login
-
-from .inert import parse
 
 pytestmark = pytest.mark.django_db
 

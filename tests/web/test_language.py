@@ -9,8 +9,7 @@ from django.test import Client, override_settings
 from django.urls import reverse
 
 from agent.models import UserSettings
-
-from .inert import parse
+from tests.support.inert import parse
 
 pytestmark = pytest.mark.django_db
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from agent.web.rendering import HIGHLIGHT_MAX_CHARS, render_markdown
-
-from .inert import active_parts
+from tests.support.inert import active_parts
 
 
 def test_a_table_renders_with_alignment_as_classes_not_styles():

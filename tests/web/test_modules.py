@@ -9,7 +9,7 @@ from pathlib import Path
 from django.contrib.staticfiles import finders
 from django.urls import reverse
 
-from .inert import parse
+from tests.support.inert import parse
 
 CHAT = Path(finders.find("agent/chat/main.js")).parent
 IMPORT = re.compile(r'^import \{([^}]*)\} from "(\.{1,2}/[\w/-]+\.js)";$', re.M)

@@ -11,12 +11,11 @@ from django.urls import reverse
 from django.utils import translation
 from django.utils.translation import check_for_language
 
-from agent import errors
+from agent import conversations, errors
 from agent.models import AgentSettings, UserSettings
-from tests.factories import UserFactory
+from tests.support.factories import UserFactory
+from tests.support.inert import parse
 from tests.support.sessions import login
-
-from .inert import parse
 
 pytestmark = pytest.mark.django_db
 
@@ -82,6 +81,14 @@ def test_the_config_takes_its_page_sizes_limits_and_codes_from_the_settings(sess
     assert set(config["session_codes"]) == {"session_gone", "mismatch", "inactive", "impersonated"}
     (title,) = [a for tag, a in parse(html).tags if a.get("id") == "rename-title"]
     assert title["maxlength"] == "90"
+
+
+def test_the_search_box_takes_its_length_limit_from_the_chat_search(session):
+    client, _ref = session
+    html = client.get(reverse("agent:chat")).content.decode()
+    assert page_config(html)["search_max_chars"] == conversations.SEARCH_MAX_CHARS
+    (search,) = [a for tag, a in parse(html).tags if a.get("id") == "chat-search"]
+    assert search["maxlength"] == str(conversations.SEARCH_MAX_CHARS)
 
 
 def test_the_config_s_sentences_are_the_server_s_in_the_user_s_language(user):

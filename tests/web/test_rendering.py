@@ -9,8 +9,7 @@ from agent import notices
 from agent.conversations import append_message, client_view, create_conversation, get_message
 from agent.models import Message
 from agent.web.rendering import page_view, render_markdown
-
-from .inert import active_parts, parse
+from tests.support.inert import active_parts, parse
 
 HOSTILE = "\n\n".join(
     [

@@ -1,6 +1,7 @@
 /* The pages' HTTP transport: JSON over fetch with Django's CSRF token, a refusal as an ApiError that
  * carries its code and the server's own sentence. The chat page (chat/api.js), its files
- * (attachments.js) and "My assistant" (assistant.js) all go through it.
+ * (files/tray.js; files/upload.js builds its refusals with `refusal`) and "My assistant" (assistant.js)
+ * all go through it.
  *
  * An ES module (no build step, strict CSP: no inline script or style).
  */
@@ -45,9 +46,15 @@ export async function request(method, url, body) {
     data = null;
   }
   if (!response.ok) {
-    throw new ApiError((data && data.error) || "server", data && data.fields, data && data.message);
+    throw refusal(data);
   }
   return data;
+}
+
+/* A refused answer's JSON body (null when it had none) as an ApiError: its code (else `fallback`), fields
+ * and sentence. */
+export function refusal(data, fallback) {
+  return new ApiError((data && data.error) || fallback || "server", data && data.fields, data && data.message);
 }
 
 /* What to tell the user of a failed call: the fields' messages, else the server's sentence. */

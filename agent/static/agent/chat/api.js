@@ -13,13 +13,18 @@ export function urlFor(name, id) {
   return id ? pattern.replace(PLACEHOLDER, encodeURIComponent(id)) : pattern;
 }
 
+/* `failure`, after announcing on the bus a session that ended (the page offers to sign in again). */
+export function noticed(failure) {
+  if (failure instanceof ApiError && SESSION_CODES.has(failure.code)) {
+    announce("signed-out", failure.code);
+  }
+  return failure;
+}
+
 export async function api(method, url, body) {
   try {
     return await request(method, url, body);
   } catch (failure) {
-    if (failure instanceof ApiError && SESSION_CODES.has(failure.code)) {
-      announce("signed-out", failure.code);
-    }
-    throw failure;
+    throw noticed(failure);
   }
 }

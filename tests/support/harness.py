@@ -34,7 +34,7 @@ from agent.conf import agent_settings
 from tests.support.waiting import free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+ARTIFACTS = ROOT / "tests" / "faults" / "artifacts"
 START_TIMEOUT_S = 60  # a cold start on two busy cores
 # What most fault tests run with, the same in every process of their stack: a lease that runs out in 6 s
 # (renewed every 2 s), sockets that check their session every 3 s, a queued turn requeued after 5 s.

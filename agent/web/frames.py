@@ -1,0 +1,126 @@
+"""What each frame from the chat page asks of the parts: one door call per frame type.
+
+``FrameDoors`` is mixed into the socket's consumer (``consumers.AgentConsumer``),
+which reads, checks and answers the frames; a door runs for the socket's session,
+in the user's language. The subscribe and unsubscribe doors also keep the
+socket's record of the chats it shows, which its layer events read.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable
+
+from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
+from django.utils import translation
+
+from .. import confirmations, conversations, events, turns
+from ..access import SessionRef
+from .rendering import page_view
+
+
+class FrameDoors:
+    """The frames' doors, for a consumer that keeps the attributes below (set when it connects)."""
+
+    ref: SessionRef
+    impersonated: bool
+    language: str
+    channel_name: str
+    subscribed: dict[str, int | None]
+    resyncing: set[str]
+    joined: set[str]
+
+    def _drop_drafts(self, conversation_id: str) -> None:
+        raise NotImplementedError  # the consumer's: drafts queued for the chat are dropped
+
+    async def frame_subscribe(self, frame: dict[str, Any]) -> dict[str, Any]:
+        conversation_id = frame.get("conversation")
+        chat = await database_sync_to_async(conversations.subscribe)(
+            self.ref, conversation_id, self.channel_name, impersonated=self.impersonated
+        )
+        conversation_id = str(conversations.parse_uuid(conversation_id))  # events name the chat in this form
+        self.joined.add(events.topic(conversation_id))
+        after = frame.get("after")
+        messages = await self._call(conversations.list_messages, conversation_id, after=after, latest=after is None)
+        # Without ``after`` the page holds the chat's latest messages, so none (0) when the chat is empty.
+        # The next message stored comes after every one stored, on the line or off it.
+        newest = max(messages[-1]["seq"] if messages else 0, chat.message_count)
+        self.subscribed[conversation_id] = newest if after is None else (messages[-1]["seq"] if messages else None)
+        self.resyncing.discard(conversation_id)
+        self._drop_drafts(conversation_id)  # may be older than the answers this reply holds; the next one is whole
+        with translation.override(self.language):
+            views = [page_view(m) for m in messages]
+        return {"type": "subscribed", "conversation": conversation_id, "messages": views}
+
+    async def frame_unsubscribe(self, frame: dict[str, Any]) -> dict[str, Any]:
+        conversation_id = str(conversations.parse_uuid(frame.get("conversation")))
+        self.subscribed.pop(conversation_id, None)
+        self.resyncing.discard(conversation_id)
+        await sync_to_async(conversations.unsubscribe, thread_sensitive=False)(conversation_id, self.channel_name)
+        return {"type": "unsubscribed", "conversation": conversation_id}
+
+    async def frame_send(self, frame: dict[str, Any]) -> dict[str, Any]:
+        files = frame.get("attachment_ids") or []
+        if not isinstance(files, list):
+            files = [files]  # for_turn refuses what is not an id of this chat's ready files
+        turn = await self._call(
+            turns.start, frame.get("conversation"), frame.get("text"), attachment_ids=files, language=self.language
+        )
+        return {"type": "accepted", "conversation": str(turn.conversation_id), "turn": str(turn.pk)}
+
+    async def frame_stop(self, frame: dict[str, Any]) -> dict[str, Any]:
+        asked = await self._call(turns.stop, frame.get("conversation"))
+        return {"type": "stopping", "conversation": str(frame.get("conversation")), "asked": asked}
+
+    async def frame_edit(self, frame: dict[str, Any]) -> dict[str, Any]:
+        files = frame.get("attachment_ids")
+        if files is not None and not isinstance(files, list):
+            files = [files]
+        turn = await self._call(
+            turns.edit_message,
+            frame.get("conversation"),
+            frame.get("message"),
+            frame.get("text"),
+            attachment_ids=files,
+            language=self.language,
+        )
+        return {"type": "accepted", "conversation": str(turn.conversation_id), "turn": str(turn.pk)}
+
+    async def frame_regenerate(self, frame: dict[str, Any]) -> dict[str, Any]:
+        turn = await self._call(
+            turns.regenerate, frame.get("conversation"), frame.get("message"), language=self.language
+        )
+        return {"type": "accepted", "conversation": str(turn.conversation_id), "turn": str(turn.pk)}
+
+    async def frame_switch(self, frame: dict[str, Any]) -> dict[str, Any]:
+        changed = await self._call(turns.switch_version, frame.get("conversation"), frame.get("message"))
+        return {"type": "switched", "conversation": str(frame.get("conversation")), "changed": changed}
+
+    async def frame_confirm(self, frame: dict[str, Any]) -> dict[str, Any]:
+        card = await self._call(confirmations.confirm, frame.get("confirmation"), edits=frame.get("edits"))
+        return {"type": "decided", "confirmation": str(card.pk), "status": card.status, "edited": bool(card.edits)}
+
+    async def frame_cancel(self, frame: dict[str, Any]) -> dict[str, Any]:
+        card = await self._call(confirmations.cancel, frame.get("confirmation"))
+        return {"type": "decided", "confirmation": str(card.pk), "status": card.status}
+
+    FRAMES: dict[str, Callable[["FrameDoors", dict[str, Any]], Awaitable[dict[str, Any] | None]]] = {
+        "subscribe": frame_subscribe,
+        "unsubscribe": frame_unsubscribe,
+        "send": frame_send,
+        "stop": frame_stop,
+        "edit": frame_edit,
+        "regenerate": frame_regenerate,
+        "switch": frame_switch,
+        "confirm": frame_confirm,
+        "cancel": frame_cancel,
+    }
+
+    async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Run a part's public function for this session, in the user's language."""
+
+        def call() -> Any:
+            with translation.override(self.language):
+                return fn(self.ref, *args, impersonated=self.impersonated, **kwargs)
+
+        return await database_sync_to_async(call)()
