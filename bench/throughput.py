@@ -7,6 +7,10 @@ in flight, each in its own user's chat, starting them through ``agent.turns.star
 does) from a few threads, and the workers (``celery -A agent_project worker -P prefork -c N``)
 run them. Counted: the turns that ended in the measured window, after a warm-up.
 
+Besides turns per second it prints turns per second per worker process, per CPU second the workers
+spent (their own ``/proc`` times: "per core"), and each prefork child's resident and proportional
+memory (RSS, PSS) at the end of the window.
+
 Run: ``.venv/bin/python bench/throughput.py`` (``--workers 1,2,4``, ``--seconds 20``).
 """
 
@@ -128,6 +132,43 @@ class Workers:
             start_new_session=True,
         )  # fmt: skip
 
+    def processes(self) -> list[int]:
+        """The worker's main process and its prefork children (and theirs)."""
+        found, queue = [], [self.process.pid]
+        while queue:
+            pid = queue.pop()
+            found.append(pid)
+            try:
+                with open(f"/proc/{pid}/task/{pid}/children") as children:
+                    queue.extend(int(child) for child in children.read().split())
+            except FileNotFoundError:
+                pass
+        return found
+
+    def cpu_seconds(self) -> float:
+        """User and system CPU the worker's processes have spent so far."""
+        ticks = 0
+        for pid in self.processes():
+            try:
+                with open(f"/proc/{pid}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except FileNotFoundError:
+                continue
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+        return ticks / os.sysconf("SC_CLK_TCK")
+
+    def child_memory_mib(self) -> list[tuple[float, float]]:
+        """(RSS, PSS) of each prefork child, in MiB: PSS counts pages shared after the fork once."""
+        sizes = []
+        for pid in self.processes()[1:]:
+            try:
+                with open(f"/proc/{pid}/smaps_rollup") as rollup:
+                    kib = {line.split(":")[0]: int(line.split()[1]) for line in rollup if line.split()[-1] == "kB"}
+            except FileNotFoundError:
+                continue
+            sizes.append((kib["Rss"] / 1024, kib["Pss"] / 1024))
+        return sizes
+
     def stop(self) -> None:
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)  # the group this bench started: the worker and its children
@@ -139,9 +180,10 @@ class Workers:
         self.log.close()
 
 
-def measure(pairs: list[tuple[Any, Any]], warmup: float, seconds: float) -> dict[str, Any]:
+def measure(pairs: list[tuple[Any, Any]], workers: Workers, warmup: float, seconds: float) -> dict[str, Any]:
     """Keep a turn in flight in every chat; the turns that ended in the measured window, which opens
-    ``warmup`` seconds after the first turn ended (the workers are up by then)."""
+    ``warmup`` seconds after the first turn ended (the workers are up by then), and the CPU the
+    workers spent in it."""
     from django.db import close_old_connections
 
     from agent import turns
@@ -158,7 +200,10 @@ def measure(pairs: list[tuple[Any, Any]], warmup: float, seconds: float) -> dict
     pending = {pool.submit(start, ref, chat): (ref, chat) for ref, chat in pairs}
     window = (float("inf"), float("inf"))
     ended: list[tuple[float, float, str]] = []  # (when seen ended, turn time, status)
+    cpu_at_open: float | None = None
     while time.monotonic() < window[1]:
+        if cpu_at_open is None and time.monotonic() >= window[0]:
+            cpu_at_open = workers.cpu_seconds()
         for future in [f for f in pending if f.done()]:
             ref, chat = pending.pop(future)
             inflight[future.result().pk] = (ref, chat)
@@ -171,6 +216,8 @@ def measure(pairs: list[tuple[Any, Any]], warmup: float, seconds: float) -> dict
                 ended.append((time.monotonic(), (done - created).total_seconds(), status))
                 pending[pool.submit(start, ref, chat)] = (ref, chat)
         time.sleep(POLL_S)
+    worker_cpu = workers.cpu_seconds() - (cpu_at_open or 0.0)
+    memory = workers.child_memory_mib()
     pool.shutdown(wait=True)
     counted = [e for e in ended if window[0] <= e[0] <= window[1]]
     times = [e[1] for e in counted]
@@ -181,6 +228,10 @@ def measure(pairs: list[tuple[Any, Any]], warmup: float, seconds: float) -> dict
         "p50": harness.median(times),
         "p95": harness.pct(times, 95),
         "left_running": len(inflight) + len(pending),
+        "worker_cpu_per_second": worker_cpu / seconds,
+        "turns_per_cpu_second": len(counted) / worker_cpu if worker_cpu else float("nan"),
+        "child_rss_mib": [rss for rss, _pss in memory],
+        "child_pss_mib": [pss for _rss, pss in memory],
     }
 
 
@@ -226,7 +277,7 @@ def main() -> None:
             workers = Workers(count, f"/tmp/bench-throughput-worker-{count}.log")
             try:
                 busy = harness.BusyCores()
-                result = measure(pairs[: 2 * count], args.warmup, args.seconds)
+                result = measure(pairs[: 2 * count], workers, args.warmup, args.seconds)
                 result["busy_cores"] = busy.since()
                 drain()
             finally:
@@ -238,6 +289,13 @@ def main() -> None:
                 f"p95 {result['p95']:.2f} s; machine busy cores {result['busy_cores']:.2f}",
                 flush=True,
             )
+            print(
+                f"    per worker process {result['turns_per_second'] / count:5.2f} turns/s; the workers used "
+                f"{result['worker_cpu_per_second']:.2f} cores: {result['turns_per_cpu_second']:5.2f} turns per "
+                f"CPU second; each child RSS {harness.median(result['child_rss_mib']):.0f} MiB, "
+                f"PSS {harness.median(result['child_pss_mib']):.0f} MiB (median of {len(result['child_rss_mib'])})",
+                flush=True,
+            )
     print("\nturns per second (turn time p50), by worker processes:")
     print(f"  {'model answers':<16}" + "".join(f"{f'{n} worker(s)':>22}" for n in counts))
     for delay in delays:
@@ -245,6 +303,13 @@ def main() -> None:
         print(
             f"  {'at once' if not delay else f'after {delay * 1000:.0f} ms':<16}"
             + "".join(f"{r['turns_per_second']:>11.2f} ({r['p50']:5.2f} s)" for r in cells)
+        )
+    print("\nturns per CPU second of the workers (≥ 30 is the aim), by worker processes:")
+    for delay in delays:
+        cells = [r for d, n, r in rows if d == delay]
+        print(
+            f"  {'at once' if not delay else f'after {delay * 1000:.0f} ms':<16}"
+            + "".join(f"{r['turns_per_cpu_second']:>22.1f}" for r in cells)
         )
     for delay in [d for d in delays if d]:
         bounds = ", ".join(f"{n}: {n / (3 * delay):.2f}" for n in counts)
