@@ -72,10 +72,10 @@ def install(probe_of: Callable[[], Probe], clock: harness.QueryClock) -> None:
 
     original_execute = runner.TurnRunner.execute
 
-    def tagged_execute(self: Any, scope: Any, call: Any, *, is_write: bool) -> Any:
+    def tagged_execute(self: Any, *args: Any, **kwargs: Any) -> Any:
         outer, clock.tag = clock.tag, ("tool", clock.tag[1])  # the tool's own queries are not ours
         try:
-            return original_execute(self, scope, call, is_write=is_write)
+            return original_execute(self, *args, **kwargs)
         finally:
             clock.tag = outer
 
@@ -105,7 +105,7 @@ def install(probe_of: Callable[[], Probe], clock: harness.QueryClock) -> None:
         finally:
             probe_of().events.append((began, time.perf_counter()))
 
-    original_client_for = ai_client._client_for
+    original_client_for = ai_client.client_for
     instrumented: set[int] = set()
 
     def client_for(endpoint: Any) -> Any:
@@ -124,7 +124,7 @@ def install(probe_of: Callable[[], Probe], clock: harness.QueryClock) -> None:
     runner.TurnRunner.request_messages = timed_build
     history.load = timed_load
     events._send_rollback_unsafe = timed_send
-    ai_client._client_for = client_for
+    ai_client.client_for = client_for
 
 
 def spans(func: Callable[..., Any], into: Callable[[], list[tuple[float, float]]]) -> Callable[..., Any]:
@@ -253,8 +253,8 @@ def script(server: Any, note_ids: list[int]) -> None:
         return
     first, second = note_ids
     server.push(
-        tool_calls(("notes_search", {"query": "milk"}), ("notes_read", {"note_id": first})),
-        tool_calls(("notes_search", {"query": "bread"}), ("notes_read", {"note_id": second})),
+        tool_calls(("notes_search", {"search": "milk"}), ("notes_read", {"pk": first})),
+        tool_calls(("notes_search", {"search": "bread"}), ("notes_read", {"pk": second})),
         answer("Your notes say to buy milk on Friday and rye bread from the bakery."),
     )
 
