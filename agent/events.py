@@ -123,31 +123,47 @@ def count_loss(reason: str) -> int:
 
 
 async def leave(layer: Any, channel_name: str, groups: Iterable[str]) -> None:
-    """Take a channel out of its groups, retrying while the layer refuses (Redis down, pool busy).
+    """Take a channel out of its groups, retrying while the layer refuses (Redis down, pool busy), then forget it.
 
     A channel left behind would keep receiving its chats' events until the
     group expires, so this gives up only after ``LEAVE_GIVE_UP_S``, and says so.
+    Whatever still reaches the channel afterwards is dropped, not buffered for
+    the life of the process.
     """
     pending = list(dict.fromkeys(groups))
     delay, began = 0.05, time.monotonic()
-    while pending:
-        results = await asyncio.gather(
-            *(layer.group_discard(group, channel_name) for group in pending), return_exceptions=True
-        )
-        failed = [exc for exc in results if isinstance(exc, Exception)]
-        pending = [group for group, result in zip(pending, results, strict=True) if isinstance(result, Exception)]
-        if not pending:
-            return
-        if time.monotonic() - began > LEAVE_GIVE_UP_S:
-            losses["groups_left_behind"] += 1
-            logger.error(
-                "agent: a closed socket stays in %d groups until they expire (%s)",
-                len(pending),
-                type(failed[0]).__name__,
+    try:
+        while pending:
+            results = await asyncio.gather(
+                *(layer.group_discard(group, channel_name) for group in pending), return_exceptions=True
             )
-            return
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, 5.0)
+            failed = [exc for exc in results if isinstance(exc, Exception)]
+            pending = [group for group, result in zip(pending, results, strict=True) if isinstance(result, Exception)]
+            if not pending:
+                return
+            if time.monotonic() - began > LEAVE_GIVE_UP_S:
+                losses["groups_left_behind"] += 1
+                logger.error(
+                    "agent: a closed socket stays in %d groups until they expire (%s)",
+                    len(pending),
+                    type(failed[0]).__name__,
+                )
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+    finally:
+        forget_channel(layer, channel_name)
+
+
+def forget_channel(layer: Any, channel_name: str) -> None:
+    """Drop what the process buffers for a channel whose socket ended (``agent.layers``' layer: from now on too)."""
+    forget = getattr(layer, "forget_channel", None)
+    if forget is not None:
+        forget(channel_name)
+        return
+    for buffers in (getattr(layer, "receive_buffer", None), getattr(layer, "channels", None)):
+        if isinstance(buffers, dict):
+            buffers.pop(channel_name, None)
 
 
 def send_on_commit(group: str, event_type: str, **payload: Any) -> None:

@@ -22,6 +22,7 @@ import time
 from typing import Any, Sequence
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from channels_redis.core import BoundedQueue
 from channels_redis.core import RedisChannelLayer as _ChannelsRedisLayer
 from redis import asyncio as aioredis
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
@@ -163,8 +164,17 @@ class RedisChannelLayer(_ChannelsRedisLayer):
 
     The pool (``max_connections``, ``timeout`` in a host's options) makes a
     burst of group changes, such as a thousand sockets closing at once, wait
-    for connections instead of failing with "Too many connections".
+    for connections instead of failing with "Too many connections". A
+    channel whose socket ended keeps no buffer (``forget_channel``).
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.receive_buffer = LocalBuffers(self.capacity, horizon=2.0 * self.expiry)
+
+    def forget_channel(self, channel: str) -> None:
+        """Drop a channel whose socket ended, and every event that reaches it from now on."""
+        self.receive_buffer.forget(channel)
 
     async def group_send(self, group: str, message: dict[str, Any]) -> None:
         """channels-redis's group send in two round trips instead of four, and loud when a channel is full.
@@ -205,6 +215,41 @@ class RedisChannelLayer(_ChannelsRedisLayer):
             manager = Sentinel(sentinels, sentinel_kwargs=host.pop("sentinel_kwargs", None))
             return BlockingSentinelConnectionPool(master_name, manager, **host)
         return super().create_pool(index)  # a host and port: channels-redis's own pool
+
+
+class LocalBuffers(dict[str, BoundedQueue]):
+    """channels-redis's buffers of a process's channels, by channel, kept for live channels only.
+
+    Upstream's is a ``defaultdict``: an event read for a channel nobody reads
+    any more (sent before its socket left its groups, or to a group it could
+    not leave) makes a queue that stays, with the event, for the life of the
+    process. After ``forget``, such an event is put in a queue kept nowhere.
+    A forgotten channel is remembered for ``horizon`` seconds, longer than any
+    event for it stays in Redis.
+    """
+
+    def __init__(self, capacity: int, *, horizon: float) -> None:
+        super().__init__()
+        self.capacity = capacity
+        self.horizon = horizon
+        self.ended: dict[str, float] = {}  # forgotten channel → when, oldest first
+
+    def __missing__(self, channel: str) -> BoundedQueue:
+        queue = BoundedQueue(self.capacity)
+        if channel not in self.ended:
+            self[channel] = queue
+        return queue
+
+    def __delitem__(self, channel: str) -> None:
+        self.pop(channel, None)  # upstream deletes after a read that a forgotten channel never kept
+
+    def forget(self, channel: str) -> None:
+        now = time.monotonic()
+        self.pop(channel, None)
+        self.ended.pop(channel, None)
+        self.ended[channel] = now
+        while now - next(iter(self.ended.values())) > self.horizon:  # the one just forgotten stays
+            del self.ended[next(iter(self.ended))]
 
 
 class BlockingSentinelConnectionPool(SentinelConnectionPool, aioredis.BlockingConnectionPool):

@@ -222,7 +222,6 @@ class ChatStream:
 
     async def _leave(self) -> None:
         await events.leave(self.layer, self.channel, self.joined)
-        drop_channel(self.layer, self.channel)
 
     # -- layer events ---------------------------------------------------------------
 
@@ -327,10 +326,3 @@ class ChatStream:
     def _stop(self) -> None:
         self.ended = True
         self.inbox.clear()
-
-
-def drop_channel(layer: Any, channel: str) -> None:
-    """Forget a channel's local buffer, which an event sent to it after it left would otherwise keep."""
-    for buffers in (getattr(layer, "receive_buffer", None), getattr(layer, "channels", None)):
-        if isinstance(buffers, dict):
-            buffers.pop(channel, None)

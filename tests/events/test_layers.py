@@ -18,7 +18,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings as django_settings
 from django.test import Client, override_settings
 
-from agent import conversations
+from agent import conversations, events
 from agent.access import SessionRef
 from agent.checks import check_channel_layer_timeout
 from agent.events import losses
@@ -232,6 +232,37 @@ async def test_a_socket_that_ends_while_redis_refuses_still_leaves_every_group(
     while any(group_sizes(private_redis.url).values()) and time.monotonic() < deadline:
         await asyncio.sleep(0.2)
     assert not any(group_sizes(private_redis.url).values())
+
+
+@pytest.mark.asyncio
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(60)
+async def test_sockets_that_come_and_go_leave_no_buffer_even_when_an_event_reaches_them_late(
+    session: tuple[Client, SessionRef], chat: Any
+) -> None:
+    # given: one socket held open, so the process keeps reading its channel in Redis
+    client, _ref = session
+    held = await opened(client)
+    await subscribed(held, chat)
+    layer = get_channel_layer()
+    buffers_before = set(layer.receive_buffer)
+    redis_client = redis.Redis.from_url(REDIS_URL)
+    topic_key = f"asgi:group:{events.topic(chat.pk)}"
+    (held_channel,) = redis_client.zrange(topic_key, 0, -1)
+    # when: sockets come and go, and an event sent before each left its groups reaches it after
+    for number in range(5):
+        ws = await opened(client)
+        await subscribed(ws, chat)
+        (channel,) = set(redis_client.zrange(topic_key, 0, -1)) - {held_channel}
+        await ws.disconnect()
+        turn = {"conversation": str(chat.pk), "turn": f"t{number}", "status": "running"}
+        await layer.send(channel.decode(), {"type": events.TURN_CHANGED, **turn})
+        await layer.group_send(events.topic(chat.pk), {"type": events.TURN_CHANGED, **turn})
+        assert await held.receive_json_from(timeout=5) == {"type": "turn", **turn}  # read after the late one
+    redis_client.close()
+    # then: the process buffers nothing for the channels that went
+    assert set(layer.receive_buffer) <= buffers_before
+    await held.disconnect()
 
 
 # -- a full channel ----------------------------------------------------------------------------
