@@ -228,6 +228,7 @@ def point_endpoint_at(base_url: str) -> Any:
             "output_price_per_mtok": 8,
             "timeout_s": 5,
             "enabled": True,
+            "supports_streaming": False,  # whole answers, as the peer's scripted server gives (stream.py: both)
         },
     )
     site = AgentSettings.current()
