@@ -5,9 +5,15 @@ answer in round 3), each run by ``agent.tasks.run_turn`` in this process, in
 short chats (20-92 earlier messages, as the peer's first turns) and in chats
 with 400 earlier messages, interleaved. The model is a scripted server: the
 tests' own in this process, or with ``--server`` any OpenAI-compatible one
-such as the peer bench's ``scripted_llm.py`` (which picks the first two tools
-offered; the bench user sees only the two reads). Timing shims wrap the runner
-and the SDK client from outside; ``agent/`` is not changed.
+such as the peer bench's ``scripted_llm.py``. The bench's site lets sessions
+only read, so the user is offered the two reads, notes_read then notes_search.
+The tests' server is scripted to call notes_search and notes_read with
+arguments that answer, and every call must come back ``ok``; an external
+server picks its own calls and arguments (``scripted_llm.py`` calls the first
+two tools offered, here notes_read with a ``pk`` such as "v3", which the view
+refuses as not found, and notes_search with a search word), so its outcomes
+are counted and printed, not checked. Timing shims wrap the runner and the SDK
+client from outside; ``agent/`` is not changed.
 
 Run: ``.venv/bin/python bench/turn_overhead.py`` (``--turns N``, ``--profile``,
 ``--server URL``, ``--json FILE``).
@@ -169,6 +175,7 @@ class Variant:
     turn: list[float] = field(default_factory=list)
     start: list[float] = field(default_factory=list)
     start_queries: list[int] = field(default_factory=list)
+    calls: Counter[tuple[str, str, str]] = field(default_factory=Counter)  # tool, outcome, error: timed turns
 
     def rounds(self) -> list[float]:
         return [v for r in ROUNDS for v in self.nonmodel[r]]
@@ -183,6 +190,7 @@ class Variant:
             "with_start_over_3": self.with_start,
             "statements_ours_by_round": {str(r): self.ours[r] for r in ROUNDS},
             "statements_tools_by_round": {str(r): self.tools[r] for r in ROUNDS},
+            "tool_calls": [[*call, count] for call, count in sorted(self.calls.items())],
         }
 
 
@@ -293,11 +301,21 @@ def run_one(
     queries = clock.queries[mark:]
 
     turn.refresh_from_db()
-    outcomes = list(Message.objects.filter(turn=turn).order_by("seq").values_list("role", "tool_outcome"))
-    expected = [("user", "")] + [("assistant", ""), ("tool", "ok"), ("tool", "ok")] * 2 + [("assistant", "")]
+    stored = list(
+        Message.objects.filter(turn=turn)
+        .order_by("seq")
+        .values_list("role", "tool_name", "tool_outcome", "tool_result")
+    )
+    roles = [role for role, *_rest in stored]
     assert turn.status == Turn.Status.FINISHED, (turn.status, turn.end_reason)
-    assert outcomes == expected, outcomes
+    assert roles == ["user"] + ["assistant", "tool", "tool"] * 2 + ["assistant"], stored
     assert sorted(probe.rounds) == list(ROUNDS) and len(probe.http) == 3, (probe.rounds, probe.http)
+    calls = [(name, outcome, error_of(outcome, result)) for role, name, outcome, result in stored if role == "tool"]
+    if server is not None:  # our own script: both reads answer
+        expected = [("notes_search", "ok", ""), ("notes_read", "ok", "")] * 2
+        assert calls == expected, calls
+    if variant is not None:
+        variant.calls.update(calls)
     if variant is None:
         return
 
@@ -344,6 +362,19 @@ def run_one(
     variant.turn.append(t1 - t0)
     variant.start.append(started - began)
     variant.start_queries.append(start_queries)
+
+
+def error_of(outcome: str, result: Any) -> str:
+    """A refused or failed call's error code (``not_found``, ...); empty for an answer."""
+    return str(result.get("error", "")) if outcome != "ok" and isinstance(result, dict) else ""
+
+
+def tally(calls: Counter[tuple[str, str, str]]) -> str:
+    """The timed turns' tool calls by tool and outcome, e.g. ``notes_read denied (not_found) × 200``."""
+    return ", ".join(
+        f"{name} {outcome}{f' ({error})' if error else ''} × {count}"
+        for (name, outcome, error), count in sorted(calls.items())
+    )
 
 
 def kind(sql: str) -> str:
@@ -491,7 +522,13 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("AGENT_LOG_LEVEL", "WARNING")  # one INFO line per ended turn would flood the output
     harness.setup()
+    from django.conf import settings
     from django.db import connection
+    from django.test import override_settings
+
+    # The site's sessions may only read: the bench user is offered notes_read and notes_search alone, in
+    # the registry's order (by name), which is the order an external scripted server calls them in.
+    override_settings(AGENT={**settings.AGENT, "SESSION_WRITE_MODULES": []}).enable()
 
     from tests.support.model_server import ScriptedModelServer
 
@@ -524,6 +561,8 @@ def main() -> None:
             f"ran {2 * (args.warmup + args.turns)} turns in {time.monotonic() - began:.1f} s; the machine's busy "
             f"cores meanwhile: {cores:.2f} of {os.cpu_count()}"
         )
+        for variant in (short, long):
+            print(f"tool calls, {variant.name}: {tally(variant.calls)}")
         report(short, long)
         if args.json:
             with open(args.json, "w") as out:
