@@ -28,8 +28,9 @@ from django.conf import settings
 from django.contrib.auth import HASH_SESSION_KEY, SESSION_KEY, get_user_model
 from django.contrib.auth.models import Permission
 from django.db import connections, router
-from django.db.models import BigIntegerField, CharField, Exists, OuterRef, QuerySet, Subquery
+from django.db.models import BigIntegerField, CharField, Exists, F, OuterRef, QuerySet, Subquery, Value
 from django.db.models.expressions import RawSQL
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 from django.utils.module_loading import import_string
@@ -181,8 +182,135 @@ def authorize_with(
     session engine, another auth backend) gets the same checks through its engine and
     ``has_perm``, at the cost of more queries.
     """
-    from .models import AgentSettings
+    check = prepare_check(ref, impersonated=impersonated, annotations=annotations, values=values)
+    with connections[check.statement.db].cursor() as cursor:
+        cursor.execute(check.sql, check.params)
+        return check.judge(cursor.fetchone())
 
+
+@dataclass
+class Check:
+    """The ladder's statement for one actor, ready to run alone or inside a caller's own statement
+    (``sql`` and ``params``), and the judgement of the row it reads (``judge``)."""
+
+    ref: Actor
+    kind: str
+    checked: tuple[str, ...]
+    statement: Statement
+    params: list[Any]
+
+    @property
+    def sql(self) -> str:
+        return str(self.statement.sql)
+
+    def judge(self, row: Any, accepted: "Accepted | None" = None) -> tuple[Scope, dict[str, Any]]:
+        """The scope the row allows, or the refusal it calls for. With ``accepted``, a session's
+        data and password hash equal to those of a check that passed are not decoded again (the
+        verdict on them cannot differ); ``accepted`` then learns the ones this row passes with."""
+        from .models import AgentSettings
+
+        ref = self.ref
+        user = self.statement.build(row)
+        if isinstance(ref, TelegramRef):
+            if user is None or not user.agent_link_live:
+                raise errors.SessionGone()  # the link was revoked, or its user is gone
+            _check_user(user, {})
+        elif accepted is not None and user is not None and accepted.covers(user):
+            pass  # the same session data and password a check of this turn has passed on
+        else:
+            _check_session(ref, user, self.kind)
+            if accepted is not None:
+                accepted.learn(user)
+        site_enabled = user.agent_site_enabled
+        if site_enabled is None:
+            site_enabled = AgentSettings.current().enabled
+        checked = self.checked
+        permissions = None
+        if checked:
+            permissions = frozenset(checked) if (user.is_active and user.is_superuser) else _held(user, checked)
+        user_settings = getattr(user, "agent_settings", None)
+        scope = Scope(
+            ref=ref,
+            user=user,
+            language=language_for(user_settings),
+            user_settings=user_settings,
+            checked=frozenset(checked),
+            permissions=permissions,
+        )
+        if not site_enabled or not scope.has_perm(USE_PERMISSION):
+            raise errors.Forbidden()
+        if isinstance(ref, TelegramRef) and not scope.has_perm(TELEGRAM_PERMISSION):
+            raise errors.Forbidden()
+        if user_settings is not None and user_settings.enabled is False:
+            raise errors.Forbidden()
+        return scope, {name: getattr(user, name) for name in self.statement.names}
+
+    def gate(self, accepted: "Accepted") -> tuple[str, list[Any]] | None:
+        """An SQL condition on the statement's columns (named ``agent_check``) that holds only when
+        ``judge`` would pass the row without a Python step: the actor is live on the very session
+        data and password hash ``accepted`` holds, the user active, the site and their assistant
+        on, ``agent.use_agent`` (and ``agent.use_telegram`` for a link) held. None where a check
+        needs Python every time (another session engine or auth backend, the site's own checks),
+        or before ``accepted`` knows a session's data. False never lets a refused row through;
+        it may refuse a live one (a session saved since), which ``judge`` then passes."""
+        gated = "agent_gate_active" in self.statement.annotations
+        if not gated or not self.checked or agent_settings.SCOPE_CHECKS or self.kind == _OTHER_SESSION:
+            return None
+        conditions = [
+            "agent_check.agent_gate_active",
+            "agent_check.agent_site_enabled",
+            "agent_check.agent_gate_assistant_on",
+        ]
+        params: list[Any] = []
+        needed: tuple[str, ...]
+        if self.kind == _TELEGRAM:
+            conditions.append("agent_check.agent_link_live")
+            needed = (USE_PERMISSION, TELEGRAM_PERMISSION)
+        else:
+            if accepted.session_data is None:
+                return None
+            conditions += ["agent_check.agent_session_data = %s", "agent_check.agent_gate_password = %s"]
+            params += [accepted.session_data, accepted.password]
+            needed = (USE_PERMISSION,)
+        for permission in needed:
+            number, bit = divmod(self.checked.index(permission), _MASK_BITS)
+            conditions.append(
+                f"(agent_check.agent_gate_superuser OR agent_check.agent_held_{number} & {1 << bit} <> 0)"
+            )
+        return " AND ".join(conditions), params
+
+
+@dataclass
+class Accepted:
+    """A session's stored data and its user's password hash as a check of one turn passed them."""
+
+    session_data: str | None = None
+    password: str | None = None
+
+    def covers(self, user: Any) -> bool:
+        data = getattr(user, "agent_session_data", None)
+        return (
+            self.session_data is not None
+            and data == self.session_data
+            and user.password == self.password
+            and bool(user.is_active)
+        )
+
+    def learn(self, user: Any) -> None:
+        data = getattr(user, "agent_session_data", None)
+        if data is not None and not agent_settings.SCOPE_CHECKS:
+            self.session_data, self.password = data, user.password
+
+
+def prepare_check(
+    ref: Actor,
+    *,
+    impersonated: bool,
+    annotations: Columns | dict[str, Any] | None = None,
+    values: dict[str, Any] | None = None,
+) -> Check:
+    """The ladder's statement for ``ref`` with the caller's ``annotations``, its values bound;
+    refuses at once what needs no reading (an impersonating request, no one signed in)."""
     if impersonated:
         raise errors.Impersonated()
     if isinstance(ref, TelegramRef):
@@ -198,39 +326,11 @@ def authorize_with(
         statement = _compiled(kind, checked, annotations)
     else:
         statement = Statement(_checks_queryset(kind, checked, annotations or {}), annotations or {})
-    now = timezone.now()
     credential: dict[str, Any] = (
         {"link": ref.link_id} if isinstance(ref, TelegramRef) else {"session_key": ref.session_key}
     )
-    user = statement.run({**(values or {}), "user": ref.user_id, "now": now, **credential})
-    if isinstance(ref, TelegramRef):
-        if user is None or not user.agent_link_live:
-            raise errors.SessionGone()  # the link was revoked, or its user is gone
-        _check_user(user, {})
-    else:
-        _check_session(ref, user, kind)
-    site_enabled = user.agent_site_enabled
-    if site_enabled is None:
-        site_enabled = AgentSettings.current().enabled
-    permissions = None
-    if checked:
-        permissions = frozenset(checked) if (user.is_active and user.is_superuser) else _held(user, checked)
-    user_settings = getattr(user, "agent_settings", None)
-    scope = Scope(
-        ref=ref,
-        user=user,
-        language=language_for(user_settings),
-        user_settings=user_settings,
-        checked=frozenset(checked),
-        permissions=permissions,
-    )
-    if not site_enabled or not scope.has_perm(USE_PERMISSION):
-        raise errors.Forbidden()
-    if isinstance(ref, TelegramRef) and not scope.has_perm(TELEGRAM_PERMISSION):
-        raise errors.Forbidden()
-    if user_settings is not None and user_settings.enabled is False:
-        raise errors.Forbidden()
-    return scope, {name: getattr(user, name) for name in statement.names}
+    params = statement.bind({**(values or {}), "user": ref.user_id, "now": timezone.now(), **credential})
+    return Check(ref, kind, checked, statement, params)
 
 
 def _check_session(ref: SessionRef, user: Any, kind: str) -> None:
@@ -285,6 +385,14 @@ def _checks_queryset(kind: str, checked: tuple[str, ...], annotations: dict[str,
         fields["agent_link_live"] = Exists(link.order_by())
     for number, permissions in enumerate(_chunks(checked)):
         fields[f"agent_held_{number}"] = _held_mask(user_model, permissions)
+    if checked and _has_fields(user_model, "is_active", "is_superuser", "password"):
+        fields.update(  # what ``Check.gate`` reads, under names no other column of the row has
+            agent_gate_user=F("pk"),
+            agent_gate_active=F("is_active"),
+            agent_gate_superuser=F("is_superuser"),
+            agent_gate_password=F("password"),
+            agent_gate_assistant_on=Coalesce(F("agent_settings__enabled"), Value(True)),
+        )
     fields.update(annotations)
     return (
         user_model._default_manager.select_related("agent_settings")
@@ -296,6 +404,11 @@ def _checks_queryset(kind: str, checked: tuple[str, ...], annotations: dict[str,
 _SQL_SESSION_ENGINES = {"django.contrib.sessions.backends.db", "django.contrib.sessions.backends.cached_db"}
 _MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
 _MASK_BITS = 60  # permissions per bit mask, so each sum stays within a signed 64-bit integer
+
+
+def _has_fields(model: Any, *names: str) -> bool:
+    concrete = {field.name for field in model._meta.concrete_fields}
+    return all(name in concrete for name in names)
 
 
 def _model_backend_only() -> bool:

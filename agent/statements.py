@@ -70,13 +70,21 @@ class Statement:
         self.converters = compiler.get_converters([column[0] for column in select[: compiler.col_count]])
 
     def run(self, values: dict[str, Any]) -> Any:
+        with connections[self.db].cursor() as cursor:
+            cursor.execute(self.sql, self.bind(values))
+            return self.build(cursor.fetchone())
+
+    def bind(self, values: dict[str, Any]) -> list[Any]:
+        """The statement's parameters for one run (a caller that embeds ``sql`` in its own statement
+        passes them along)."""
         connection = connections[self.db]
         params = list(self.params)
         for position, parameter in self.slots:
             params[position] = parameter.bind(values[parameter.name], connection)
-        with connection.cursor() as cursor:
-            cursor.execute(self.sql, params)
-            row = cursor.fetchone()
+        return params
+
+    def build(self, row: Any) -> Any:
+        """The user of one result row, with the annotations; None for no row."""
         if row is None:
             return None
         if self.converters:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import re
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -52,13 +53,7 @@ def append_message(
     title = auto_title(title_from) if title_from else ""
     message = Message(conversation_id=conversation_id, seq=0, created_at=now, **fields)
     if connection.vendor == "postgresql":
-        saved = {"sender": Message, "instance": message, "raw": False, "using": connection.alias, "update_fields": None}
-        pre_save.send(**saved)
-        message.seq, message.parent_id = _store_in_one(message, title, lease, now, link_turn=link_turn)
-        message._state.adding, message._state.db = False, connection.alias
-        post_save.send(**saved, created=True)
-        events.message_added(conversation_id, message.pk)
-        return message
+        return _append_in_one(message, title, lease, now, link_turn=link_turn, check=None)[0]
     with transaction.atomic(savepoint=False):
         if lease is not None and not _lease_held(lease, lock=True):
             raise LeaseLost()
@@ -70,15 +65,81 @@ def append_message(
     return message
 
 
+@dataclass(frozen=True)
+class RidingCheck:
+    """A caller's check read by the very statement that stores a message (PostgreSQL only).
+
+    ``sql`` and ``params`` select one row (named ``agent_check`` in the store's statement); with
+    ``gate``, an SQL condition on its columns and that condition's parameters, the message is
+    stored only where the condition holds, so a check and the write it guards cost one round trip.
+    """
+
+    sql: str
+    params: list[Any]
+    gate: tuple[str, list[Any]] | None = None
+
+
+class GateClosed(Exception):
+    """``append_checked`` whose gate did not hold: nothing was stored; ``row`` is what the check read."""
+
+    def __init__(self, row: Any) -> None:
+        super().__init__("gate closed")
+        self.row = row
+
+
+def append_checked(
+    conversation_id: uuid.UUID,
+    check: RidingCheck,
+    *,
+    lease: tuple[str, Any] | None = None,
+    **fields: Any,
+) -> tuple[Message, Any]:
+    """``append_message`` of a reply (it names no title) on PostgreSQL, with ``check`` read in the
+    same statement: the message and the check's row. ``GateClosed`` when the check's gate refused
+    the store."""
+    now = timezone.now()
+    message = Message(conversation_id=conversation_id, seq=0, created_at=now, **fields)
+    return _append_in_one(message, "", lease, now, link_turn=False, check=check)
+
+
+def _append_in_one(
+    message: Message,
+    title: str,
+    lease: tuple[str, Any] | None,
+    now: datetime,
+    *,
+    link_turn: bool,
+    check: RidingCheck | None,
+) -> tuple[Message, Any]:
+    """The message stored by ``_store_in_one`` with the signals a ``save()`` sends, and its event."""
+    saved = {"sender": Message, "instance": message, "raw": False, "using": connection.alias, "update_fields": None}
+    pre_save.send(**saved)
+    message.seq, message.parent_id, check_row = _store_in_one(message, title, lease, now, link_turn, check)
+    message._state.adding, message._state.db = False, connection.alias
+    post_save.send(**saved, created=True)
+    events.message_added(message.conversation_id, message.pk)
+    return message, check_row
+
+
 def _store_in_one(
-    message: Message, title: str, lease: tuple[str, Any] | None, now: datetime, *, link_turn: bool
-) -> tuple[int, Any]:
+    message: Message,
+    title: str,
+    lease: tuple[str, Any] | None,
+    now: datetime,
+    link_turn: bool,
+    check: RidingCheck | None,
+) -> tuple[int, Any, Any]:
     """PostgreSQL: the lease and the chat's row (each locked ``FOR UPDATE``), the chat's counters
-    and line end, the message and its turn's link to it, in one statement; the message's ``seq``
-    and ``parent``. The rare refusal is told apart by one more read."""
+    and line end, the message and its turn's link to it, in one statement, with the caller's
+    check; the message's ``seq`` and ``parent``, and the check's row. The rare refusal is told
+    apart by one more read."""
     chat, lock = Conversation._meta, Lock._meta
     chat_id = db_value(chat, "id", message.conversation_id)
     params: list[Any] = []
+    if check is not None:
+        params += check.params
+        if check.gate is not None:
+            params += check.gate[1]
     if lease is not None:
         params += [lease[0], db_value(lock, "holder", lease[1])]
     params += [chat_id, Conversation.Status.DELETED]
@@ -88,12 +149,21 @@ def _store_in_one(
         params.append(field.get_db_prep_save(field.pre_save(message, add=True), connection))
     if link_turn:
         params.append(db_value(Turn._meta, "id", message.turn_id))
-    sql = _store_sql(lease is not None, link_turn)
+    if check is None:
+        sql = _store_sql(lease is not None, link_turn)
+    else:
+        sql = _checked_store_sql(check.sql, check.gate[0] if check.gate else None, lease is not None, link_turn)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
+    check_row = None
+    if check is not None:  # (the check's row count, its gate, seq, parent, the check's columns)
+        check_row = tuple(row[4:]) if row[0] else None
+        if not row[1]:
+            raise GateClosed(check_row)
+        row = row[2:4] if row[2] is not None else None
     if row is not None:
-        return int(row[0]), row[1]
+        return int(row[0]), row[1], check_row
     if lease is not None and not _lease_held(lease, lock=False):
         raise LeaseLost()
     raise NotFound()
@@ -125,8 +195,26 @@ def column_of(model: type[Model], name: str) -> str:
     return field.column
 
 
-def _store_sql(fenced: bool, link_turn: bool) -> str:
-    """``_store_in_one``'s statement, built once per shape (PostgreSQL's quoting)."""
+@functools.lru_cache(maxsize=64)
+def _checked_store_sql(check: str, gate: str | None, fenced: bool, link_turn: bool) -> str:
+    """``_store_sql`` after a caller's check (and its gate) read in the same statement: the check's
+    row count, whether its gate held, the stored ``seq`` and ``parent`` (NULL when nothing was),
+    then the check's own columns."""
+    store = _store_sql(fenced, link_turn, gated=gate is not None)
+    ctes, final = store[len("WITH ") :].rsplit(" SELECT seq, parent FROM agent_stored", 1)
+    gate_cte = f"agent_gate AS MATERIALIZED (SELECT 1 FROM agent_check WHERE {gate}), " if gate else ""
+    return (
+        f"WITH agent_check AS MATERIALIZED ({check}), {gate_cte}{ctes}{final}"
+        f" SELECT (SELECT COUNT(*) FROM agent_check), {'EXISTS (SELECT 1 FROM agent_gate)' if gate else 'TRUE'},"
+        " agent_stored.seq, agent_stored.parent, agent_check.*"
+        " FROM (SELECT 1) AS agent_one LEFT JOIN agent_check ON TRUE LEFT JOIN agent_stored ON TRUE"
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def _store_sql(fenced: bool, link_turn: bool, *, gated: bool = False) -> str:
+    """``_store_in_one``'s statement, built once per shape (PostgreSQL's quoting); ``gated``: only
+    where a caller's check allows it (``agent_gate``)."""
     quote = connection.ops.quote_name
     chat, lock, turn = Conversation._meta, Lock._meta, Turn._meta
     fence = link = ""
@@ -151,7 +239,8 @@ def _store_sql(fenced: bool, link_turn: bool) -> str:
     return (
         f"WITH {fence}agent_before AS MATERIALIZED (SELECT {line_end} FROM {quote(chat.db_table)}"
         f" WHERE {quote('id')} = %s AND {quote('status')} <> %s"
-        f"{' AND EXISTS (SELECT 1 FROM agent_fence)' if fenced else ''} FOR UPDATE), "
+        f"{' AND EXISTS (SELECT 1 FROM agent_fence)' if fenced else ''}"
+        f"{' AND EXISTS (SELECT 1 FROM agent_gate)' if gated else ''} FOR UPDATE), "
         f"agent_chat AS (UPDATE {quote(chat.db_table)} SET"
         f" {quote('message_count')} = {quote('message_count')} + 1, {quote('last_message_at')} = %s,"
         f" {quote('updated_at')} = %s, {quote('title')} = CASE WHEN {quote('title')} = '' THEN %s"

@@ -4,7 +4,10 @@ Every write goes through ``_store``, fenced by the chat's lease in the same
 transaction (on PostgreSQL the same statement), so a worker that froze past its
 lease writes nothing. Each check is one statement compiled once per worker
 thread (``statements.Columns``) that reads the session, the rights, the turn and its
-leases afresh.
+leases afresh. On PostgreSQL the checks between a model call and the tool calls
+ride in the statements that store: the answer is stored only where the check
+after the model call passes, and each tool result's store reads the check
+before the next call, so a round with two tool calls costs five statements.
 """
 
 from __future__ import annotations
@@ -25,11 +28,12 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from .. import confirmations, events, notices
-from ..access import Scope, actor_of, authorize_with
+from ..access import Accepted, Check, Scope, actor_of, prepare_check
 from ..ai import AIError, Completion, ToolCall, complete, guard, limits, providers, usage
 from ..attachments import pictures
 from ..conf import agent_settings
 from ..conversations import LeaseLost, append_message
+from ..conversations.store import GateClosed, RidingCheck, append_checked
 from ..errors import Forbidden, NotFound, Refusal
 from ..models import AgentSettings, AIRequest, Confirmation, Conversation, Lock, Message, Turn
 from ..statements import Columns, slot
@@ -171,6 +175,9 @@ class TurnRunner:
         self.files: list[Any] = []  # the files linked to the user's message
         self.pictures: list[Any] = []  # this turn's pictures, sent as image parts in its own rounds only
         self.user_parts: Any = None
+        self.accepted = Accepted()  # the session data and password hash this turn's checks passed
+        # what the check that rode with the last store read, for the next step: judged, or still to judge
+        self.checked: Scope | tuple[Check, Any] | None = None
 
     # -- the turn ----------------------------------------------------------------
 
@@ -251,17 +258,19 @@ class TurnRunner:
                 params.update(limits.standing(scope.user, error.limit).params())
             self._notice(notices.MODEL_FAILED, params, ai_request_id=journal_row)
             raise TurnEnded(End(Status.FAILED, "model_failed")) from None
+        # Rights lost or a stop asked during the model call: nothing more from it. The check rides
+        # with the store of what the model said, which it guards.
+        content, off_purpose = guard.cut_marker(completion.content, self.marker_nonce)
+        calls = [c for c in completion.tool_calls if c.name]
         try:
-            self.verify()  # rights lost or a stop asked during the model call: nothing more from it
+            if not content.strip() and not calls:
+                fields = {"ai_request_id": completion.request_id, "off_purpose": off_purpose}
+                self._notice("empty_answer", check="guard", **fields)
+                return False
+            answer = self._store_answer(answer_id, content, calls, completion, off_purpose)
         except TurnEnded as ended:
             self._keep_partial(ended.end, answer_id, draft.text, completion.request_id)
             raise
-        content, off_purpose = guard.cut_marker(completion.content, self.marker_nonce)
-        calls = [c for c in completion.tool_calls if c.name]
-        if not content.strip() and not calls:
-            self._notice("empty_answer", ai_request_id=completion.request_id, off_purpose=off_purpose)
-            return False
-        answer = self._store_answer(answer_id, content, calls, completion, off_purpose)
         if not calls:
             return False
         return not self.run_calls(calls, {t.name for t in shown}, answer, number)
@@ -272,7 +281,8 @@ class TurnRunner:
         ids = Counter(c.id for c in calls)
         waiting = False
         for index, call in enumerate(calls):
-            scope = self.verify()
+            scope = self.fresh_scope()
+            then = "along" if index + 1 < len(calls) else None  # the check before the next call rides with this result
             tool = registry.get(call.name)
             is_write = tool is not None and tool.kind == "write"
             if index >= agent_settings.MAX_TOOL_CALLS_PER_ROUND:
@@ -287,10 +297,10 @@ class TurnRunner:
             else:
                 with self.fenced() if is_write else contextlib.nullcontext():  # a card only with its tool message
                     outcome, result, card = self.execute(scope, call)
-                    self._store_result(call, outcome, result, card, answer, number)
+                    self._store_result(call, outcome, result, card, answer, number, check=then)
                 waiting = outcome == "needs_confirmation"
                 continue
-            self._store_result(call, outcome, result, card, answer, number)
+            self._store_result(call, outcome, result, card, answer, number, check=then)
         return waiting
 
     def execute(self, scope: Scope, call: ToolCall) -> tuple[str, Any, Any]:
@@ -339,13 +349,35 @@ class TurnRunner:
         """Everything a step needs, in one statement: no stop asked, the deadline not passed, the
         leases held, the chat there, the session live with its rights; with ``budget`` (before a
         model call) also the cost caps and the site's instructions."""
+        self.checked = None
+        check = self._check(budget=budget)
+        with connection.cursor() as cursor:
+            cursor.execute(check.sql, check.params)
+            return self._passed(check, cursor.fetchone(), budget=budget)
+
+    def fresh_scope(self) -> Scope:
+        """The scope of the check that rode with the last store (judged now if it is not yet);
+        else a check now."""
+        checked, self.checked = self.checked, None
+        if checked is None:
+            return self.verify()
+        return checked if isinstance(checked, Scope) else self._passed(*checked)
+
+    def _check(self, *, budget: bool) -> Check:
         values = {"turn": self.turn.pk, "chat": self.turn.conversation_id}
         if budget:
             values.update(guard.budget_values())
         try:
-            scope, row = authorize_with(
+            return prepare_check(
                 self.ref, impersonated=False, annotations=ROUND_CHECK if budget else STEP_CHECK, values=values
             )
+        except Refusal:
+            raise TurnEnded(End(Status.FAILED, "session_ended")) from None
+
+    def _passed(self, check: Check, check_row: Any, *, budget: bool = False) -> Scope:
+        """The scope ``check_row`` allows, or the end it calls for."""
+        try:
+            scope, row = check.judge(check_row, self.accepted)
         except Forbidden:
             raise TurnEnded(End(Status.FAILED, "forbidden")) from None
         except Refusal:
@@ -357,6 +389,26 @@ class TurnRunner:
             self.budget = guard.verdict(row)
             self.site_prompt = row["agent_site_prompt"] or ""
         return scope
+
+    def _riding(self, how: str | None) -> tuple[Check, RidingCheck] | None:
+        """The step check to read in the statement of a store: ``"guard"`` stores only where it
+        passes (the store it guards), ``"along"`` stores regardless (the check before the next
+        step). None where it cannot ride (not PostgreSQL, or a gate needs Python this time)."""
+        if how is None or connection.vendor != "postgresql":
+            return None
+        check = self._check(budget=False)
+        if how == "along":
+            return check, RidingCheck(check.sql, check.params)
+        gate = check.gate(self.accepted)
+        if gate is None:
+            return None
+        sql, params = gate
+        turn_sql = (
+            "agent_check.agent_turn_status = %s AND NOT agent_check.agent_stop_asked"
+            " AND agent_check.agent_leases >= %s AND agent_check.agent_chat_owner = agent_check.agent_gate_user"
+        )
+        turn_params = [Status.RUNNING, len(locks.turn_locks(self.turn))]
+        return check, RidingCheck(check.sql, check.params, (f"{sql} AND {turn_sql}", [*params, *turn_params]))
 
     def verify_claimed(self) -> None:
         """The turn's own state as ``claim`` read it: before the user's message is stored, which a
@@ -404,6 +456,7 @@ class TurnRunner:
             latency_ms=completion.latency_ms,
             ai_request_id=completion.request_id,
             off_purpose=off_purpose,
+            check="guard",
         )
         entry: dict[str, Any] = {"role": "assistant", "content": content or None}
         if tool_calls:
@@ -433,7 +486,9 @@ class TurnRunner:
             **(usage_of_call or {}),
         )
 
-    def _store_result(self, call: ToolCall, outcome: str, result: Any, card: Any, answer: Message, number: int) -> None:
+    def _store_result(
+        self, call: ToolCall, outcome: str, result: Any, card: Any, answer: Message, number: int, *, check: str | None
+    ) -> None:
         text = json.dumps(result, ensure_ascii=False, default=str)  # what the model is sent, and stored
         limit = agent_settings.TOOL_RESULT_CHARS
         truncated = len(text) > limit
@@ -448,6 +503,7 @@ class TurnRunner:
             tool_result_truncated=truncated,
             confirmation=card,
             assistant_message=answer,
+            check=check,
         )
         message = {"role": "tool", "tool_call_id": call.id, "content": text}
         self.this_turn.append(message)
@@ -489,15 +545,34 @@ class TurnRunner:
         self.history = [*self.history[:-1], {**self.history[-1], "content": content}]
         self.pictures, self.user_parts = [], None
 
-    def _notice(self, code: str, params: dict[str, Any] | None = None, **fields: Any) -> Message:
-        return self._store(role=Message.Role.NOTICE, notice_code=code, notice_params=params or {}, **fields)
+    def _notice(
+        self, code: str, params: dict[str, Any] | None = None, *, check: str | None = None, **fields: Any
+    ) -> Message:
+        fields.update(role=Message.Role.NOTICE, notice_code=code, notice_params=params or {})
+        return self._store(check=check, **fields)
 
     def _store(
-        self, *, title_from: str | None = None, off_purpose: str | None = None, users_own: bool = False, **fields: Any
+        self,
+        *,
+        title_from: str | None = None,
+        off_purpose: str | None = None,
+        users_own: bool = False,
+        check: str | None = None,
+        **fields: Any,
     ) -> Message:
         """Append a message of this turn, with what goes with it (the turn's link to the user's
         message, the off-purpose flag), only while the turn still holds the chat's lease: checked
-        and locked in the statement that stores it, and what goes with it in the same transaction."""
+        and locked in the statement that stores it, and what goes with it in the same transaction.
+
+        With ``check``, the step check rides in the same statement (``_riding``): ``"guard"`` stores
+        the message only if the check passes, ``"along"`` stores it and then judges the check; the
+        scope it read serves the next step (``fresh_scope``). A guard that does not pass in SQL is
+        judged in Python: a refusal ends the turn with nothing stored, else the message is stored."""
+        if check == "guard" and timezone.now() >= self.turn.deadline_at:
+            raise TurnEnded(End(Status.DEADLINE))
+        riding = self._riding(check)
+        if riding is None and check == "guard":
+            self.checked = self.verify()  # the check it cannot carry, before the store it guards
         lease = (locks.chat_lock(self.turn.conversation_id), self.turn.pk)
         flag_reason = None if self.flagged else off_purpose  # one flag per turn
         # Alone, the message's one statement is atomic. A transaction when the flag goes with it, or
@@ -505,14 +580,13 @@ class TurnRunner:
         own = flag_reason is not None or transaction.get_connection().in_atomic_block
         try:
             with transaction.atomic() if own else contextlib.nullcontext():
-                message = append_message(
-                    self.turn.conversation_id,
-                    turn=self.turn,
-                    title_from=title_from,
-                    lease=lease,
-                    link_turn=users_own,
-                    **fields,
-                )
+                chat, turn = self.turn.conversation_id, self.turn
+                if riding is None:
+                    message = append_message(
+                        chat, turn=turn, title_from=title_from, lease=lease, link_turn=users_own, **fields
+                    )
+                else:  # an answer, a result or a notice: never the user's message, nor a title
+                    message = self._store_checked(riding, lease, fields)
                 if flag_reason is not None:
                     self.flagged = guard.report_off_purpose(self.turn.user, self.turn.pk, flag_reason)
                 return message
@@ -525,6 +599,19 @@ class TurnRunner:
                 "agent turn %s: a %s message was refused (%s)", self.turn.pk, fields.get("role"), type(error).__name__
             )
             raise StoreFailed() from None
+
+    def _store_checked(
+        self, riding: tuple[Check, RidingCheck], lease: tuple[str, Any], fields: dict[str, Any]
+    ) -> Message:
+        check, rider = riding
+        try:
+            message, row = append_checked(self.turn.conversation_id, rider, turn=self.turn, lease=lease, **fields)
+        except GateClosed as closed:
+            self.checked = self._passed(check, closed.row)  # ends the turn on a refusal; else a live
+            chat, turn = self.turn.conversation_id, self.turn  # session was saved since: store as it passed
+            return append_message(chat, turn=turn, lease=lease, **fields)
+        self.checked = (check, row)  # judged at the next step, after the caller's transaction ends
+        return message
 
 
 _PARTIAL_USAGE = ("model", "input_tokens", "output_tokens", "cost_usd", "latency_ms")
