@@ -6,14 +6,13 @@ short chats (20-92 earlier messages, as the peer's first turns) and in chats
 with 400 earlier messages, interleaved. The model is a scripted server: the
 tests' own in this process, or with ``--server`` any OpenAI-compatible one
 such as the peer bench's ``scripted_llm.py``. The bench's site lets sessions
-only read, so the user is offered the two reads, notes_read then notes_search.
-The tests' server is scripted to call notes_search and notes_read with
-arguments that answer, and every call must come back ``ok``; an external
+only read. The tests' server is scripted to call notes_search and notes_read
+with arguments that answer, and every call must come back ``ok``; an external
 server picks its own calls and arguments (``scripted_llm.py`` calls the first
-two tools offered, here notes_read with a ``pk`` such as "v3", which the view
-refuses as not found, and notes_search with a search word), so its outcomes
-are counted and printed, not checked. Timing shims wrap the runner and the SDK
-client from outside; ``agent/`` is not changed.
+tools offered with made-up values), so with ``--server`` the user is offered
+notes_search alone (each call a real query, as the peer's tools make) and the
+outcomes are counted and printed, not checked. Timing shims wrap the runner
+and the SDK client from outside; ``agent/`` is not changed.
 
 Run: ``.venv/bin/python bench/turn_overhead.py`` (``--turns N``, ``--profile``,
 ``--server URL``, ``--json FILE``).
@@ -379,6 +378,8 @@ def tally(calls: Counter[tuple[str, str, str]]) -> str:
 
 def kind(sql: str) -> str:
     """A query's statement and table, e.g. ``SELECT agent_lock FOR UPDATE``; ours are named."""
+    if sql.startswith("WITH agent_check"):
+        return "store + check: " + ("the store it guards" if "agent_gate" in sql else "before the next step")
     if sql.startswith("WITH agent_fence"):
         return "store: lease + chat counters + message"
     if sql.startswith("WITH agent_chat"):
@@ -526,9 +527,15 @@ def main() -> None:
     from django.db import connection
     from django.test import override_settings
 
-    # The site's sessions may only read: the bench user is offered notes_read and notes_search alone, in
-    # the registry's order (by name), which is the order an external scripted server calls them in.
+    # The site's sessions may only read: the bench user is offered notes_read and notes_search alone.
     override_settings(AGENT={**settings.AGENT, "SESSION_WRITE_MODULES": []}).enable()
+    if args.server:
+        # An external scripted server calls the first tools offered with made-up values: offered
+        # notes_search alone, it searches twice per round, each call a real query as the peer's tools
+        # make (notes_read would be asked for a pk such as "v3" and refuse it without a query).
+        from agent.tools import registry
+
+        registry.unregister("notes_read")
 
     from tests.support.model_server import ScriptedModelServer
 
