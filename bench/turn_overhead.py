@@ -379,7 +379,7 @@ def tally(calls: Counter[tuple[str, str, str]]) -> str:
 def kind(sql: str) -> str:
     """A query's statement and table, e.g. ``SELECT agent_lock FOR UPDATE``; ours are named."""
     if sql.startswith("WITH agent_check"):
-        return "store + check: " + ("the store it guards" if "agent_gate" in sql else "before the next step")
+        return "store + check: " + ("the store it guards" if "agent_gate AS" in sql else "before the next step")
     if sql.startswith("WITH agent_fence"):
         return "store: lease + chat counters + message"
     if sql.startswith("WITH agent_chat"):
@@ -466,9 +466,9 @@ def report(a: Variant, b: Variant) -> None:
     print("\ntargets:")
     for v in (a, b):
         checks = [
-            ("≤ 12 statements (round 2)", max(v.ours[2]) <= 12),
+            ("≤ 6 statements (round 2, two tool calls)", max(v.ours[2]) <= 6),
             ("(round 1, with setup)", max(v.ours[1]) <= 12),
-            ("p50 ≤ 10 ms", harness.median(v.rounds()) <= 0.010),
+            ("p50 ≤ 6 ms", harness.median(v.rounds()) <= 0.006),
             ("p95 ≤ 40 ms", harness.pct(v.rounds(), 95) <= 0.040),
         ]
         print(f"  {v.name:<24}" + "   ".join(f"{label}: {harness.verdict(ok)}" for label, ok in checks))

@@ -85,6 +85,8 @@ TEMPLATES = [
 ASGI_APPLICATION = "tests.asgi.application"
 
 DATABASES = {"default": env.db("DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/agent")}
+if env.bool("AGENT_TEST_PREPARED_STATEMENTS", default=False):  # every statement bound and prepared on the server
+    DATABASES["default"].setdefault("OPTIONS", {}).update(server_side_binding=True, prepare_threshold=2)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 CHANNEL_LAYERS = {"default": redis_channel_layer(env.str("REDIS_URL", default="redis://127.0.0.1:6379/5"))}
 
