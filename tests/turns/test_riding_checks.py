@@ -161,3 +161,30 @@ def test_a_stop_asked_the_moment_the_answer_is_in_keeps_it_as_partial(ref, chat,
     assert turn.status == "stopped"
     kept = Message.objects.get(conversation=chat, role=Message.Role.ASSISTANT)
     assert (kept.content, kept.partial) == (ANSWER, True)
+
+
+_refusing: list[bool] = []
+
+
+def refuse_when_asked(user: Any, data: dict[str, Any]) -> str | None:
+    """A site's own scope check (``SCOPE_CHECKS``) that refuses once the test says so."""
+    return "not_now" if _refusing else None
+
+
+def test_a_site_scope_check_is_asked_before_the_answer_is_stored(ref, chat, user, endpoint, model_server, settings):
+    # given a site check of its own, which needs Python at every step, and starts refusing the
+    # moment the model's answer is in
+    settings.AGENT = {**settings.AGENT, "SCOPE_CHECKS": [f"{__name__}.refuse_when_asked"]}
+    model_server.push(answer(ANSWER))
+    try:
+        with _on_the_answers_journal_row(lambda: _refusing.append(True)):
+            turn = turns.start(ref, chat.pk, "hello", impersonated=False)
+            with CaptureQueriesContext(connection) as queries:
+                run_turn(str(turn.pk))
+    finally:
+        _refusing.clear()
+    # then the answer was not stored: the check ran alone, not as a gate in SQL
+    turn.refresh_from_db()
+    assert (turn.status, turn.end_reason) == ("failed", "session_ended")
+    assert not Message.objects.filter(conversation=chat, content=ANSWER).exists()
+    assert not [q for q in queries.captured_queries if "agent_gate AS" in q["sql"]]
