@@ -1,5 +1,6 @@
 """ASGI entry point: HTTP through Django, the assistant's websocket through Channels."""
 
+import gc
 import os
 
 from django.core.asgi import get_asgi_application
@@ -20,3 +21,4 @@ application = ProtocolTypeRouter(
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
+gc.freeze()  # what loading made stays out of the collector's passes: no pause of every socket for them
