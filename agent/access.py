@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 from django.conf import settings
 from django.contrib.auth import HASH_SESSION_KEY, SESSION_KEY, get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import Permission
 from django.db import connections, router
 from django.db.models import BigIntegerField, CharField, Exists, F, OuterRef, QuerySet, Subquery, Value
@@ -122,6 +123,9 @@ class Scope:
         if self.permissions is not None and permission in self.checked:
             return permission in self.permissions
         return bool(self.user.has_perm(permission))
+
+
+_DEFAULT_DETECTOR = "agent.access.hijack_detector"
 
 
 def hijack_detector(request_or_scope: Any) -> bool:
@@ -250,8 +254,9 @@ class Check:
         ``judge`` would pass the row without a Python step: the actor is live on the very session
         data and password hash ``accepted`` holds, the user active, the site and their assistant
         on, ``agent.use_agent`` (and ``agent.use_telegram`` for a link) held. None where a check
-        needs Python every time (another session engine or auth backend, the site's own checks),
-        or before ``accepted`` knows a session's data. False never lets a refused row through;
+        needs Python every time (another session engine or auth backend, the site's own checks,
+        a session hash or impersonation detector of its own), or before ``accepted`` knows a
+        session's data. False never lets a refused row through;
         it may refuse a live one (a session saved since), which ``judge`` then passes."""
         gated = "agent_gate_active" in self.statement.annotations
         if not gated or not self.checked or agent_settings.SCOPE_CHECKS or self.kind == _OTHER_SESSION:
@@ -297,9 +302,18 @@ class Accepted:
         )
 
     def learn(self, user: Any) -> None:
+        """Keep what a check passed on, where the verdict depends on nothing else: Django's own
+        session hash (of the password alone), the default impersonation detector (of the stored
+        data alone) and no site checks of its own."""
         data = getattr(user, "agent_session_data", None)
-        if data is not None and not agent_settings.SCOPE_CHECKS:
+        if data is not None and _verdict_from_data_and_password(user):
             self.session_data, self.password = data, user.password
+
+
+def _verdict_from_data_and_password(user: Any) -> bool:
+    own_hash = getattr(type(user), "get_session_auth_hash", None) is AbstractBaseUser.get_session_auth_hash
+    default_detector = agent_settings.IMPERSONATION_DETECTOR == _DEFAULT_DETECTOR
+    return own_hash and default_detector and not agent_settings.SCOPE_CHECKS
 
 
 def prepare_check(
@@ -462,7 +476,7 @@ def _held_mask(user_model: Any, permissions: tuple[str, ...]) -> RawSQL:
         params += [app_label, codename]
     codenames = sorted({p.split(".", 1)[1] for p in permissions})
     sql = (
-        f"(SELECT COALESCE(SUM(DISTINCT CASE {' '.join(cases)} END), 0)"
+        f"(SELECT CAST(COALESCE(SUM(DISTINCT CASE {' '.join(cases)} END), 0) AS BIGINT)"
         f" FROM {quote(Permission._meta.db_table)} agent_p"
         f" INNER JOIN {quote(ContentType._meta.db_table)} agent_ct"
         f" ON agent_ct.{quote('id')} = agent_p.{quote('content_type_id')}"

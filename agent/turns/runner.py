@@ -396,6 +396,8 @@ class TurnRunner:
         step). None where it cannot ride (not PostgreSQL, or a gate needs Python this time)."""
         if how is None or connection.vendor != "postgresql":
             return None
+        if how == "along" and connection.in_atomic_block:
+            return None  # a transaction may read its older snapshot: the next step checks afresh
         check = self._check(budget=False)
         if how == "along":
             return check, RidingCheck(check.sql, check.params)
@@ -569,7 +571,7 @@ class TurnRunner:
         scope it read serves the next step (``fresh_scope``). A guard that does not pass in SQL is
         judged in Python: a refusal ends the turn with nothing stored, else the message is stored."""
         if check == "guard" and timezone.now() >= self.turn.deadline_at:
-            raise TurnEnded(End(Status.DEADLINE))
+            self.verify()  # ends the turn as a check does: stopped when a stop was asked, else the deadline
         riding = self._riding(check)
         if riding is None and check == "guard":
             self.checked = self.verify()  # the check it cannot carry, before the store it guards

@@ -13,10 +13,12 @@ from django.db import connection
 from django.db.models.signals import post_save
 from django.test.utils import CaptureQueriesContext
 
-from agent import turns
+from agent import access, turns
+from agent.conversations import create_conversation
 from agent.models import AgentSettings, AIRequest, Message, UserSettings
 from agent.tasks import run_turn
 from tests.support.model_server import answer, tool_calls
+from tests.support.sessions import login
 from tests.support.turns import messages_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -188,3 +190,64 @@ def test_a_site_scope_check_is_asked_before_the_answer_is_stored(ref, chat, user
     assert (turn.status, turn.end_reason) == ("failed", "session_ended")
     assert not Message.objects.filter(conversation=chat, content=ANSWER).exists()
     assert not [q for q in queries.captured_queries if "agent_gate AS" in q["sql"]]
+
+
+def test_a_site_with_many_checked_permissions_still_gets_its_answers(
+    ref, chat, user, endpoint, model_server, monkeypatch
+):
+    # given a site whose tools have the scope read 40 permissions more (bits past 31 in one mask)
+    many = {*access._READ_WITH_SCOPE, *(f"elsewhere.right_{n:02d}" for n in range(40))}
+    monkeypatch.setattr(access, "_READ_WITH_SCOPE", many)
+    model_server.push(answer(ANSWER))
+    # when a turn runs
+    turn = turns.start(ref, chat.pk, "hello", impersonated=False)
+    run_turn(str(turn.pk))
+    # then its answer is stored through the gate
+    turn.refresh_from_db()
+    assert (turn.status, turn.end_reason) == ("finished", "")
+    assert Message.objects.filter(conversation=chat, content=ANSWER).exists()
+
+
+def test_a_session_hash_of_the_sites_own_is_checked_before_the_answer_is_stored(
+    user, endpoint, model_server, monkeypatch
+):
+    # given a user model whose session hash covers more than the password (a "log out everywhere"
+    # stamp), and a session signed in under it
+    model = type(user)
+    djangos = model.get_session_auth_hash
+    monkeypatch.setattr(model, "get_session_auth_hash", lambda self: f"{djangos(self)}|{self.last_name}")
+    _client, ref = login(user)
+    chat = create_conversation(ref, {}, impersonated=False)
+    model_server.push(answer(ANSWER))
+    # when the stamp changes the moment the model's answer is in
+    with _on_the_answers_journal_row(lambda: model.objects.filter(pk=user.pk).update(last_name="everywhere")):
+        turn = turns.start(ref, chat.pk, "hello", impersonated=False)
+        run_turn(str(turn.pk))
+    # then the session counts as ended: nothing of the answer is stored
+    turn.refresh_from_db()
+    assert (turn.status, turn.end_reason) == ("failed", "session_ended")
+    assert not Message.objects.filter(conversation=chat, content=ANSWER).exists()
+
+
+_operator_took_over: list[bool] = []
+
+
+def operator_detector(request_or_scope: Any) -> bool:
+    """A site's own impersonation detector that reads something besides the session's data."""
+    return bool(_operator_took_over)
+
+
+def test_a_detector_of_the_sites_own_is_asked_before_the_answer_is_stored(
+    ref, chat, user, endpoint, model_server, settings
+):
+    settings.AGENT = {**settings.AGENT, "IMPERSONATION_DETECTOR": f"{__name__}.operator_detector"}
+    model_server.push(answer(ANSWER))
+    try:
+        with _on_the_answers_journal_row(lambda: _operator_took_over.append(True)):
+            turn = turns.start(ref, chat.pk, "hello", impersonated=False)
+            run_turn(str(turn.pk))
+    finally:
+        _operator_took_over.clear()
+    turn.refresh_from_db()
+    assert (turn.status, turn.end_reason) == ("failed", "session_ended")
+    assert not Message.objects.filter(conversation=chat, content=ANSWER).exists()
