@@ -15,6 +15,7 @@ import pytest
 from django.db import connection
 
 from tests.support.browser import ARTIFACTS, AsgiServer, chromium_browser
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +44,20 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Iterator[None]:
     outcome = yield
     report = outcome.get_result()
     setattr(item, f"report_{report.when}", report)
+
+
+@pytest.fixture(autouse=True)
+def _no_turn_left_running(transactional_db: Any) -> Iterator[None]:
+    """A test that ends while a turn runs (its page only had to show it running) asks the turn to stop
+    and waits for its end, so the module's worker writes nothing while the database is emptied."""
+    yield
+    from agent.models import Turn
+    from agent.turns import monitor
+
+    live = Turn.objects.filter(status__in=Turn.LIVE)
+    for pk in live.values_list("pk", flat=True):
+        monitor.request_stop(pk)
+    wait_until(lambda: not live.exists(), timeout=30, what="the test's turns to end")
 
 
 @pytest.fixture
