@@ -49,15 +49,18 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Iterator[None]:
 @pytest.fixture(autouse=True)
 def _no_turn_left_running(transactional_db: Any) -> Iterator[None]:
     """A test that ends while a turn runs (its page only had to show it running) asks the turn to stop
-    and waits for its end, so the module's worker writes nothing while the database is emptied."""
+    and waits for its end, so the module's worker writes nothing while the database is emptied; a turn
+    still queued (a module without a worker) is ended here."""
     yield
     from agent.models import Turn
     from agent.turns import monitor
 
-    live = Turn.objects.filter(status__in=Turn.LIVE)
-    for pk in live.values_list("pk", flat=True):
+    for turn in Turn.objects.filter(status=Turn.Status.QUEUED):
+        monitor.end_turn(turn, Turn.Status.STOPPED)
+    running = Turn.objects.filter(status=Turn.Status.RUNNING)
+    for pk in running.values_list("pk", flat=True):
         monitor.request_stop(pk)
-    wait_until(lambda: not live.exists(), timeout=30, what="the test's turns to end")
+    wait_until(lambda: not running.exists(), timeout=30, what="the test's running turns to end")
 
 
 @pytest.fixture
