@@ -196,6 +196,7 @@ export class FileTray {
       return;
     }
     const asked = this.conversation;
+    const drawnBefore = new Set([...this.chips.values()].filter((s) => s.view).map((s) => s.key));
     let answer;
     try {
       answer = await api("GET", urlFor("files", asked));
@@ -207,8 +208,10 @@ export class FileTray {
     }
     const seen = new Set(answer.attachments.map((view) => view.id));
     for (const [key, state] of [...this.chips]) {
-      if (state.view && !seen.has(key)) {
-        this.forget(state); // removed elsewhere, or sent from another tab
+      // Removed elsewhere, or sent from another tab. A file stored while this asked is not in an answer
+      // the server may have given before it stored that file: it stays, with the place it was picked in.
+      if (state.view && drawnBefore.has(key) && !seen.has(key)) {
+        this.forget(state);
       }
     }
     answer.attachments.forEach((view) => this.place(view));
