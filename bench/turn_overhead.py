@@ -164,6 +164,7 @@ class Variant:
     commit_count: list[int] = field(default_factory=list)
     other: list[float] = field(default_factory=list)
     kinds: list[Counter[str]] = field(default_factory=list)
+    kind_seconds: dict[str, list[float]] = field(default_factory=dict)  # each statement's client time, by kind
     sample: dict[int, list[str]] = field(default_factory=dict)  # one turn's statements, round by round
     sdk: list[float] = field(default_factory=list)
     http: list[float] = field(default_factory=list)
@@ -349,6 +350,9 @@ def run_one(
             for r in ROUNDS
         }
     variant.kinds.append(Counter(kind(q[0]) for q in queries if not (isinstance(q[3], tuple) and q[3][0] == "tool")))
+    for q in queries:
+        name = ("tool: " if isinstance(q[3], tuple) and q[3][0] == "tool" else "") + kind(q[0])
+        variant.kind_seconds.setdefault(name, []).append(q[2])
     http_total = sum(end - start for start, end in probe.http)
     variant.per_turn.append((t1 - t0 - http_total) / 3)
     variant.with_start.append((t1 - t0 - http_total + started - began) / 3)
@@ -457,11 +461,15 @@ def report(a: Variant, b: Variant) -> None:
     print(f"\nstatements of one turn, round by round ({a.name}; 'tool:' = the tool's own):")
     for r in ROUNDS:
         print(f"  round {r}: " + "; ".join(a.sample[r]))
-    print(f"\nour statements per turn by kind ({a.name} / {b.name}, median over turns):")
+    print(f"\nour statements per turn by kind ({a.name} / {b.name}: median count over turns, client-timed p50 ms):")
     names = sorted({k for c in a.kinds + b.kinds for k in c}, key=lambda k: -harness.median([c[k] for c in a.kinds]))
-    for name in names:
-        counts = harness.median([c[name] for c in a.kinds]), harness.median([c[name] for c in b.kinds])
-        print(f"  {name:<52}{counts[0]:>5.0f}{counts[1]:>6.0f}")
+
+    def each(v: Variant, name: str) -> str:
+        return p50(v.kind_seconds[name]) if v.kind_seconds.get(name) else "-"
+
+    for name in names + sorted({k for v in (a, b) for k in v.kind_seconds if k.startswith("tool: ")}):
+        counts = [harness.median([c[name] for c in v.kinds]) if name in names else 0 for v in (a, b)]
+        print(f"  {name:<52}{counts[0]:>5.0f} {each(a, name):>7}{counts[1]:>6.0f} {each(b, name):>7}")
 
     print("\ntargets:")
     for v in (a, b):
