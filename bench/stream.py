@@ -120,6 +120,16 @@ class Latency:
     unmatched: int = 0
     resyncs: int = 0
     closed: int = 0
+    redis_cpu: float = 0.0  # Redis's CPU seconds while the case's turns ran
+
+
+def redis_cpu() -> float:
+    """CPU seconds the Redis server has used so far (``INFO cpu``), user and system: the whole
+    server's, so other work on the same Redis shows up here too."""
+    import redis
+
+    info = redis.Redis.from_url(os.environ["REDIS_URL"]).info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
 async def with_tabs(servers: Daphnes, count: int) -> tuple[Any, str, list[DraftTab]]:
@@ -136,6 +146,7 @@ async def latency_case(servers: Daphnes, server: Any, count: int, args: argparse
     pieces = re.findall(r"\s*\S+", text)
     completed_by = {"".join(pieces[: n + 1]): n for n in range(len(pieces))}
     result = Latency(count, args.turns * len(pieces) * count)
+    cpu_before = redis_cpu()
     for _ in range(args.turns):
         turn, written = await asyncio.to_thread(run_streamed_turn, ref, chat, server, text, args.chunk_ms / 1000)
         await asyncio.sleep(0.3)  # the last frames
@@ -147,6 +158,7 @@ async def latency_case(servers: Daphnes, server: Any, count: int, args: argparse
                     result.latencies.append(read_at - written[completed_by[delta_text]])
                 else:
                     result.unmatched += 1
+    result.redis_cpu = redis_cpu() - cpu_before
     result.resyncs = sum(t.resyncs for t in tabs)
     result.closed = sum(t.closed is not None for t in tabs)
     await asyncio.gather(*(tab.close() for tab in tabs))
@@ -202,6 +214,7 @@ def report_sockets(
     )
     head = (
         f"{'tabs':>6}{'p50 ms':>9}{'p95 ms':>9}{'max ms':>9}{'frames':>18}{'unmatched':>11}{'resyncs':>9}{'closed':>8}"
+        f"{'Redis CPU µs/draft':>20}"
     )
     print(head)
     print("-" * len(head))
@@ -210,7 +223,9 @@ def report_sockets(
             f"{r.tabs:>6}{harness.ms(harness.median(r.latencies)):>9}{harness.ms(harness.pct(r.latencies, 95)):>9}"
             f"{harness.ms(max(r.latencies, default=float('nan'))):>9}"
             f"{f'{len(r.latencies):,} of {r.expected:,}':>18}{r.unmatched:>11}{r.resyncs:>9}{r.closed:>8}"
+            f"{r.redis_cpu / max(len(r.latencies), 1) * 1e6:>20.0f}"
         )
+    print("  (Redis CPU per delta frame a tab read, over the case's turns: the whole server's, so other work shows)")
     for r in latencies:
         ok = harness.median(r.latencies) * 1000 <= TARGET_P50_MS and len(r.latencies) == r.expected
         print(f"  {r.tabs} tab(s): p50 ≤ {TARGET_P50_MS:g} ms, a frame per chunk: {harness.verdict(ok)}")

@@ -5,6 +5,7 @@
 # messages, and the ratios.
 #
 #   bench/versus_peer.sh                 # TURNS=100 (ours, per chat length; the peer's run), RUNS=1
+#   PREPARED=1 bench/versus_peer.sh      # ours a second time with DATABASE_PREPARED_STATEMENTS=true
 #
 # The peer's venv and project live under /tmp (its setup.sh, run once when missing); the figures and
 # both sides' full output go to $RESULTS (default /tmp/versus-peer). Ours uses the bench defaults of
@@ -17,6 +18,7 @@ PEER_PROJ=/tmp/peer-proj
 PORT=${PORT:-18932}
 TURNS=${TURNS:-100}
 RUNS=${RUNS:-1}
+PREPARED=${PREPARED:-0}
 RESULTS=${RESULTS:-${TMPDIR:-/tmp}/versus-peer}
 PY="$ROOT/.venv/bin/python"
 mkdir -p "$RESULTS"
@@ -39,6 +41,14 @@ for run in $(seq "$RUNS"); do
   echo "== ours, run $run"
   (cd "$ROOT" && "$PY" bench/turn_overhead.py --server "http://127.0.0.1:$PORT/v1" --turns "$TURNS" \
     --json "$RESULTS/ours-$run.json") | tee "$RESULTS/ours-$run.txt" | grep -E "^(ran|tool calls|non-model|  round|turn's|  with)"
+  rm -f "$RESULTS/ours-prepared-$run.json"
+  if [ "$PREPARED" = 1 ]; then
+    "$PY" "$PEER/wait_idle.py" --max-busy 0.5 --timeout 120 || true
+    echo "== ours with prepared statements, run $run"
+    (cd "$ROOT" && DATABASE_PREPARED_STATEMENTS=true "$PY" bench/turn_overhead.py --server "http://127.0.0.1:$PORT/v1" \
+      --turns "$TURNS" --json "$RESULTS/ours-prepared-$run.json") | tee "$RESULTS/ours-prepared-$run.txt" \
+      | grep -E "^(ran|non-model|  round|turn's|  with)"
+  fi
   "$PY" "$PEER/wait_idle.py" --max-busy 0.5 --timeout 120 || true
   echo "== the peer, run $run"
   (cd "$PEER_PROJ" && timeout 1800 "$PEER_VENV/bin/python" "$PEER/bench.py" --llm-port "$PORT" \
@@ -51,6 +61,7 @@ done
 """Both sides' medians and p95 per round, by chat length, and the ratios."""
 import json
 import math
+import os
 import statistics
 import sys
 
@@ -68,6 +79,11 @@ def ms(value):
 
 ours = [json.load(open(f"{results}/ours-{n}.json")) for n in range(1, runs + 1)]
 peer = [json.load(open(f"{results}/versus-{n}.json")) for n in range(1, runs + 1)]
+prepared = [
+    json.load(open(f"{results}/ours-prepared-{n}.json"))
+    for n in range(1, runs + 1)
+    if os.path.exists(f"{results}/ours-prepared-{n}.json")
+]
 bands = {"short": (20, 92), "long": (380, 452)}
 print(f"\nnon-model time per round (ms), {runs} run(s) each, same scripted server and turn shape")
 print(
@@ -86,6 +102,9 @@ for name, (low, high) in bands.items():
         "ours with start(), turn / 3": [v for s in side for v in s["with_start_over_3"]],
         "the peer, turn / 3": peer_values,
     }
+    if prepared:
+        figures["ours prepared, per round"] = [v for o in prepared for v in o[name]["per_round"]]
+        figures["ours prepared, turn / 3"] = [v for o in prepared for v in o[name]["per_turn_over_3"]]
     earlier = side[0]["earlier_messages"]
     print(f"\n{name} chats: ours {earlier[0]}-{earlier[1]} earlier messages, the peer {low}-{high} stored "
           f"({len(peer_values)} turns)")
@@ -95,8 +114,8 @@ for name, (low, high) in bands.items():
             print(f"  {label:32}{ms(statistics.median(values))}{ms(pct(values, 95))}")
         else:  # the peer's one thread grows 8 messages a turn: 452 stored takes TURNS >= 55
             print(f"  {label:32}  none: the peer's thread never had {low}-{high} messages (TURNS >= 55 reaches 452)")
-    for label in ("ours, turn / 3", "ours with start(), turn / 3"):
-        if peer_values:
+    for label in ("ours, turn / 3", "ours with start(), turn / 3", "ours prepared, turn / 3"):
+        if peer_values and figures.get(label):
             ratio = statistics.median(peer_values) / statistics.median(figures[label])
             print(f"  the peer's p50 / {label:27}{ratio:7.1f}×")
     measured[name] = figures
