@@ -6,16 +6,23 @@ short chats (20-92 earlier messages, as the peer's first turns) and in chats
 with 400 earlier messages, interleaved. The model is a scripted server: the
 tests' own in this process, or with ``--server`` any OpenAI-compatible one
 such as the peer bench's ``scripted_llm.py``. The bench's site lets sessions
-only read. The tests' server is scripted to call notes_search and notes_read
-with arguments that answer, and every call must come back ``ok``; an external
-server picks its own calls and arguments (``scripted_llm.py`` calls the first
-tools offered with made-up values), so with ``--server`` the user is offered
-notes_search alone (each call a real query, as the peer's tools make) and the
-outcomes are counted and printed, not checked. Timing shims wrap the runner
-and the SDK client from outside; ``agent/`` is not changed.
+only read.
+
+The tools are, by default, two plain reads shaped as the peer bench's:
+``note_title`` and ``note_text``, each one small query for the user's n-th
+note (``number``, 1-5), so both sides' tools do the same work. With
+``--tools api`` they are the demo's own, built from its notes API
+(``notes_search`` and ``notes_read``, each call a dispatch of the site's DRF
+view), which shows what a site's API costs a round. The tests' server is
+scripted with arguments that answer, and every call must come back ``ok``; an
+external server picks its own calls and arguments (``scripted_llm.py`` calls
+the first tools offered with made-up values: an integer 1-5 for ``number``),
+so with ``--server`` and ``--tools api`` the user is offered notes_search
+alone, and the outcomes are counted and printed, not checked. Timing shims wrap
+the runner and the SDK client from outside; ``agent/`` is not changed.
 
 Run: ``.venv/bin/python bench/turn_overhead.py`` (``--turns N``, ``--profile``,
-``--server URL``, ``--json FILE``).
+``--server URL``, ``--tools plain|api``, ``--json FILE``).
 """
 
 from __future__ import annotations
@@ -33,10 +40,48 @@ from typing import Any, Callable
 
 import harness
 
-USERNAME = "bench_reads"  # holds notes.view_note only: the tools it sees are notes_read and notes_search
+USERNAME = "bench_reads"  # holds notes.view_note only: the tools it sees are reads
 LONG = 400
 QUESTION = "What do my notes say about milk and bread?"
 ROUNDS = (1, 2, 3)
+
+
+PLAIN_TOOLS = ("note_title", "note_text")
+API_TOOLS = ("notes_search", "notes_read")
+
+
+def declare_plain_tools() -> None:
+    """The peer bench's tools in our terms: two reads of the user's n-th note, one small query each
+    (the peer's ``get_item`` and ``get_stock`` each read one row by id). The demo's API tools go."""
+    from agent.tools import agent_tool, registry
+    from agent_project.notes.models import Note
+
+    for tool in registry.all():
+        registry.unregister(tool.name)
+    number = {"type": "integer", "minimum": 1, "maximum": 5, "description": "Which of the user's notes, 1-5."}
+    parameters = {"type": "object", "properties": {"number": number}, "required": ["number"]}
+
+    def nth(ctx: Any, number: int, *fields: str) -> dict[str, Any]:
+        rows = Note.objects.filter(owner=ctx.user).order_by("pk").values("id", *fields)[number - 1 : number]
+        return next(iter(rows), {"found": False})
+
+    @agent_tool(
+        name="note_title",
+        description="The title of one of the user's notes.",
+        permission="notes.view_note",
+        parameters=parameters,
+    )
+    def note_title(ctx: Any, number: int) -> dict[str, Any]:
+        return nth(ctx, number, "title")
+
+    @agent_tool(
+        name="note_text",
+        description="The text of one of the user's notes.",
+        permission="notes.view_note",
+        parameters=parameters,
+    )
+    def note_text(ctx: Any, number: int) -> dict[str, Any]:
+        return nth(ctx, number, "body")
 
 
 def short_history(index: int) -> int:
@@ -254,18 +299,21 @@ def purge_queue() -> None:
         conn.default_channel.queue_purge(app.conf.task_default_queue)
 
 
-def script(server: Any, note_ids: list[int]) -> None:
+def script(server: Any, note_ids: list[int], tools: str) -> None:
     """The in-process server's replies for one turn (an external server decides by itself)."""
     from tests.support.model_server import answer, tool_calls
 
     if server is None:
         return
-    first, second = note_ids
-    server.push(
-        tool_calls(("notes_search", {"search": "milk"}), ("notes_read", {"pk": first})),
-        tool_calls(("notes_search", {"search": "bread"}), ("notes_read", {"pk": second})),
-        answer("Your notes say to buy milk on Friday and rye bread from the bakery."),
-    )
+    if tools == "plain":
+        rounds = [tool_calls(("note_title", {"number": n}), ("note_text", {"number": n})) for n in (1, 2)]
+    else:
+        first, second = note_ids
+        rounds = [
+            tool_calls(("notes_search", {"search": "milk"}), ("notes_read", {"pk": first})),
+            tool_calls(("notes_search", {"search": "bread"}), ("notes_read", {"pk": second})),
+        ]
+    server.push(*rounds, answer("Your notes say to buy milk on Friday and rye bread from the bakery."))
 
 
 def run_one(
@@ -276,13 +324,14 @@ def run_one(
     clock: harness.QueryClock,
     holder: list[Probe],
     variant: Variant | None,
+    tools: str,
 ) -> None:
     """One turn: start it, run it here, and file its figures under ``variant`` (None: warm-up)."""
     from agent import turns
     from agent.models import Message, Turn
     from agent.tasks import run_turn
 
-    script(server, note_ids)
+    script(server, note_ids, tools)
     clock.tag = "start"
     mark = clock.mark()
     began = time.perf_counter()
@@ -312,7 +361,7 @@ def run_one(
     assert sorted(probe.rounds) == list(ROUNDS) and len(probe.http) == 3, (probe.rounds, probe.http)
     calls = [(name, outcome, error_of(outcome, result)) for role, name, outcome, result in stored if role == "tool"]
     if server is not None:  # our own script: both reads answer
-        expected = [("notes_search", "ok", ""), ("notes_read", "ok", "")] * 2
+        expected = [(name, "ok", "") for name in (PLAIN_TOOLS if tools == "plain" else API_TOOLS)] * 2
         assert calls == expected, calls
     if variant is not None:
         variant.calls.update(calls)
@@ -490,7 +539,13 @@ def report(a: Variant, b: Variant) -> None:
 
 
 def profile(
-    ref: Any, chats: list[Any], note_ids: list[int], server: Any, clock: harness.QueryClock, holder: list[Probe]
+    ref: Any,
+    chats: list[Any],
+    note_ids: list[int],
+    server: Any,
+    clock: harness.QueryClock,
+    holder: list[Probe],
+    tools: str,
 ) -> None:
     """cProfile of ``run_turn`` alone over more turns (a profiler inflates timings; compare shares)."""
     from agent import tasks
@@ -509,7 +564,7 @@ def profile(
     try:
         with clock.installed():
             for chat in chats:
-                run_one(ref, chat, note_ids, server, clock, holder, None)
+                run_one(ref, chat, note_ids, server, clock, holder, None, tools)
     finally:
         tasks.run_turn.run = original
     print(f"\nprofile of run_turn over {len(chats)} more turns (half short, half long), agent/ by cumulative time:")
@@ -526,6 +581,12 @@ def main() -> None:
     parser.add_argument("--server", help="an OpenAI-compatible scripted server's base URL (default: the tests' own)")
     parser.add_argument("--json", help="also write the figures to this file")
     parser.add_argument(
+        "--tools",
+        choices=("plain", "api"),
+        default="plain",
+        help="plain: two one-query reads, as the peer bench's tools (default); api: the demo's DRF-built tools",
+    )
+    parser.add_argument(
         "--profile", action="store_true", help="afterwards, profile 20 more turns and print the costliest functions"
     )
     args = parser.parse_args()
@@ -535,9 +596,11 @@ def main() -> None:
     from django.db import connection
     from django.test import override_settings
 
-    # The site's sessions may only read: the bench user is offered notes_read and notes_search alone.
+    # The site's sessions may only read: the bench user is offered the reads alone.
     override_settings(AGENT={**settings.AGENT, "SESSION_WRITE_MODULES": []}).enable()
-    if args.server:
+    if args.tools == "plain":
+        declare_plain_tools()
+    elif args.server:
         # An external scripted server calls the first tools offered with made-up values: offered
         # notes_search alone, it searches twice per round, each call a real query as the peer's tools
         # make (notes_read would be asked for a pk such as "v3" and refuse it without a query).
@@ -561,7 +624,8 @@ def main() -> None:
         install(lambda: holder[0], clock)
         print(
             f"{connection.vendor} {getattr(connection, 'pg_version', '?')}, channel layer {os.environ['REDIS_URL']}, "
-            f"model {'at ' + args.server if args.server else 'scripted in this process'}; {args.turns} timed turns "
+            f"model {'at ' + args.server if args.server else 'scripted in this process'}, tools: {args.tools}; "
+            f"{args.turns} timed turns "
             f"per variant after {args.warmup} warm-up, interleaved; one worker, in-process"
         )
         began = time.monotonic()
@@ -569,8 +633,8 @@ def main() -> None:
         with clock.installed():
             for i in range(args.warmup + args.turns):
                 timed = i >= args.warmup
-                run_one(ref, short.chats[i], note_ids, server, clock, holder, short if timed else None)
-                run_one(ref, long.chats[i], note_ids, server, clock, holder, long if timed else None)
+                run_one(ref, short.chats[i], note_ids, server, clock, holder, short if timed else None, args.tools)
+                run_one(ref, long.chats[i], note_ids, server, clock, holder, long if timed else None, args.tools)
         cores = busy.since()
         print(
             f"ran {2 * (args.warmup + args.turns)} turns in {time.monotonic() - began:.1f} s; the machine's busy "
@@ -584,7 +648,7 @@ def main() -> None:
                 json.dump({"short": short.summary(), "long": long.summary(), "busy_cores": cores}, out)
         if args.profile:
             more = [c for pair in zip(short.chats[-extra:], long.chats[-extra:], strict=True) for c in pair]
-            profile(ref, more, note_ids, server, clock, holder)
+            profile(ref, more, note_ids, server, clock, holder, args.tools)
     finally:
         if server is not None:
             server.stop()

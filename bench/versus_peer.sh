@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Ours and the peer (django-ai-assistant 0.4), one after the other, on the same scripted model server
 # (the peer bench's scripted_llm.py, in its own process) and the same turn shape: 2 rounds of 2 tool
-# calls, then the answer. Prints both sides' non-model time per round at 20-92 and about 400 stored
+# calls, each tool one small query on both sides, then the answer. Prints both sides' non-model time per round at 20-92 and about 400 stored
 # messages, and the ratios.
 #
 #   bench/versus_peer.sh                 # TURNS=100 (ours, per chat length; the peer's run), RUNS=1
