@@ -304,9 +304,8 @@ def nonmodel_side_by_side(server: Any, turns: int, warmup: int) -> tuple[Side, S
                 del reads[:]
                 connections = server.connections
                 timed = i >= warmup
-                overhead.run_one(
-                    ref, side.variant.chats[i], note_ids, server, clock, holder, side.variant if timed else None
-                )
+                variant = side.variant if timed else None  # the demo's API tools, as the site offers them
+                overhead.run_one(ref, side.variant.chats[i], note_ids, server, clock, holder, variant, "api")
                 assert all(bool(r.get("stream")) == side.streaming for r in server.requests[-3:])
                 if timed:
                     side.stream_reads += reads
