@@ -44,10 +44,8 @@ USERNAME = "bench_reads"  # holds notes.view_note only: the tools it sees are re
 LONG = 400
 QUESTION = "What do my notes say about milk and bread?"
 ROUNDS = (1, 2, 3)
-
-
-PLAIN_TOOLS = ("note_title", "note_text")
-API_TOOLS = ("notes_search", "notes_read")
+PLAIN_TOOLS = ("note_title", "note_text")  # --tools plain (the default), as the peer bench's
+API_TOOLS = ("notes_search", "notes_read")  # --tools api: the demo's, built from its notes API
 
 
 def declare_plain_tools() -> None:
