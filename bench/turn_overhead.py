@@ -59,27 +59,18 @@ def declare_plain_tools() -> None:
     number = {"type": "integer", "minimum": 1, "maximum": 5, "description": "Which of the user's notes, 1-5."}
     parameters = {"type": "object", "properties": {"number": number}, "required": ["number"]}
 
-    def nth(ctx: Any, number: int, *fields: str) -> dict[str, Any]:
-        rows = Note.objects.filter(owner=ctx.user).order_by("pk").values("id", *fields)[number - 1 : number]
-        return next(iter(rows), {"found": False})
+    def reader(field_name: str) -> Callable[..., dict[str, Any]]:
+        def read(ctx: Any, number: int) -> dict[str, Any]:
+            rows = Note.objects.filter(owner=ctx.user).order_by("pk").values("id", field_name)[number - 1 : number]
+            return next(iter(rows), {"found": False})
 
-    @agent_tool(
-        name="note_title",
-        description="The title of one of the user's notes.",
-        permission="notes.view_note",
-        parameters=parameters,
-    )
-    def note_title(ctx: Any, number: int) -> dict[str, Any]:
-        return nth(ctx, number, "title")
+        return read
 
-    @agent_tool(
-        name="note_text",
-        description="The text of one of the user's notes.",
-        permission="notes.view_note",
-        parameters=parameters,
-    )
-    def note_text(ctx: Any, number: int) -> dict[str, Any]:
-        return nth(ctx, number, "body")
+    for name, field_name, what in (("note_title", "title", "title"), ("note_text", "body", "text")):
+        description = f"The {what} of one of the user's notes."
+        agent_tool(name=name, description=description, permission="notes.view_note", parameters=parameters)(
+            reader(field_name)
+        )
 
 
 def short_history(index: int) -> int:
