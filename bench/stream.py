@@ -214,7 +214,7 @@ def report_sockets(
     )
     head = (
         f"{'tabs':>6}{'p50 ms':>9}{'p95 ms':>9}{'max ms':>9}{'frames':>18}{'unmatched':>11}{'resyncs':>9}{'closed':>8}"
-        f"{'Redis CPU µs/draft':>20}"
+        f"{'Redis CPU µs/frame':>20}"
     )
     print(head)
     print("-" * len(head))

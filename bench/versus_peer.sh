@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Ours and the peer (django-ai-assistant 0.4), one after the other, on the same scripted model server
 # (the peer bench's scripted_llm.py, in its own process) and the same turn shape: 2 rounds of 2 tool
-# calls, each tool one small query on both sides, then the answer. Prints both sides' non-model time per round at 20-92 and about 400 stored
-# messages, and the ratios.
+# calls, each tool one small query on both sides, then the answer. Prints both sides' non-model time
+# per round at 20-92 and about 400 stored messages, and the ratios.
 #
 #   bench/versus_peer.sh                 # TURNS=100 (ours, per chat length; the peer's run), RUNS=1
 #   PREPARED=1 bench/versus_peer.sh      # ours a second time with DATABASE_PREPARED_STATEMENTS=true
@@ -36,18 +36,20 @@ for _ in $(seq 50); do
   sleep 0.1
 done
 
-for run in $(seq "$RUNS"); do
+ours() {  # $1: the name of its figures ($RESULTS/$1-$run.*); the rest: the run's environment
+  local name=$1
+  shift
   "$PY" "$PEER/wait_idle.py" --max-busy 0.5 --timeout 120 || true
-  echo "== ours, run $run"
-  (cd "$ROOT" && "$PY" bench/turn_overhead.py --server "http://127.0.0.1:$PORT/v1" --turns "$TURNS" \
-    --json "$RESULTS/ours-$run.json") | tee "$RESULTS/ours-$run.txt" | grep -E "^(ran|tool calls|non-model|  round|turn's|  with)"
+  echo "== $name, run $run"
+  (cd "$ROOT" && env "$@" "$PY" bench/turn_overhead.py --server "http://127.0.0.1:$PORT/v1" --turns "$TURNS" \
+    --json "$RESULTS/$name-$run.json") | tee "$RESULTS/$name-$run.txt" | grep -E "^(ran|tool calls|non-model|  round|turn's|  with)"
+}
+
+for run in $(seq "$RUNS"); do
+  ours ours
   rm -f "$RESULTS/ours-prepared-$run.json"
   if [ "$PREPARED" = 1 ]; then
-    "$PY" "$PEER/wait_idle.py" --max-busy 0.5 --timeout 120 || true
-    echo "== ours with prepared statements, run $run"
-    (cd "$ROOT" && DATABASE_PREPARED_STATEMENTS=true "$PY" bench/turn_overhead.py --server "http://127.0.0.1:$PORT/v1" \
-      --turns "$TURNS" --json "$RESULTS/ours-prepared-$run.json") | tee "$RESULTS/ours-prepared-$run.txt" \
-      | grep -E "^(ran|non-model|  round|turn's|  with)"
+    ours ours-prepared DATABASE_PREPARED_STATEMENTS=true
   fi
   "$PY" "$PEER/wait_idle.py" --max-busy 0.5 --timeout 120 || true
   echo "== the peer, run $run"
