@@ -33,6 +33,16 @@ CONVERSATION_CHANGED = "agent.conversation_changed"
 SESSION_ENDED = "agent.session_ended"
 ANSWER_DELTA = "agent.answer_delta"
 LINE_CHANGED = "agent.line_changed"
+KINDS = (
+    MESSAGE_ADDED,
+    ATTACHMENT_PROCESSED,
+    TURN_CHANGED,
+    CONVERSATION_CHANGED,
+    SESSION_ENDED,
+    ANSWER_DELTA,
+    LINE_CHANGED,
+)
+"""Every event a tab's feed (``agent.web.feed``) hears."""
 
 SITE_GROUP = "agent.site"
 """Every open socket of the assistant."""

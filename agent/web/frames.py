@@ -2,8 +2,8 @@
 
 ``FrameDoors`` is mixed into the socket's consumer (``consumers.AgentConsumer``),
 which reads, checks and answers the frames; a door runs for the socket's session,
-in the user's language. The subscribe and unsubscribe doors also keep the
-socket's record of the chats it shows, which its layer events read.
+in the user's language. The subscribe and unsubscribe doors also tell the
+socket's feed (``feed.Feed``) which chats its tab shows.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from django.utils import translation
 
-from .. import confirmations, conversations, events, turns
+from .. import confirmations, conversations, turns
 from ..access import SessionRef
-from .rendering import page_view
+from .feed import Feed, catch_up
 
 
 class FrameDoors:
@@ -24,38 +24,24 @@ class FrameDoors:
 
     ref: SessionRef
     impersonated: bool
-    language: str
     channel_name: str
-    subscribed: dict[str, int | None]
-    resyncing: set[str]
-    joined: set[str]
-
-    def _drop_drafts(self, conversation_id: str) -> None:
-        raise NotImplementedError  # the consumer's: drafts queued for the chat are dropped
+    feed: Feed
 
     async def frame_subscribe(self, frame: dict[str, Any]) -> dict[str, Any]:
-        conversation_id = frame.get("conversation")
-        chat = await database_sync_to_async(conversations.subscribe)(
-            self.ref, conversation_id, self.channel_name, impersonated=self.impersonated
+        conversation_id, views, seq = await database_sync_to_async(catch_up)(
+            self.ref,
+            frame.get("conversation"),
+            frame.get("after"),
+            self.channel_name,
+            impersonated=self.impersonated,
+            language=self.feed.language,
         )
-        conversation_id = str(conversations.parse_uuid(conversation_id))  # events name the chat in this form
-        self.joined.add(events.topic(conversation_id))
-        after = frame.get("after")
-        messages = await self._call(conversations.list_messages, conversation_id, after=after, latest=after is None)
-        # Without ``after`` the page holds the chat's latest messages, so none (0) when the chat is empty.
-        # The next message stored comes after every one stored, on the line or off it.
-        newest = max(messages[-1]["seq"] if messages else 0, chat.message_count)
-        self.subscribed[conversation_id] = newest if after is None else (messages[-1]["seq"] if messages else None)
-        self.resyncing.discard(conversation_id)
-        self._drop_drafts(conversation_id)  # may be older than the answers this reply holds; the next one is whole
-        with translation.override(self.language):
-            views = [page_view(m) for m in messages]
+        self.feed.subscribe(conversation_id, seq)
         return {"type": "subscribed", "conversation": conversation_id, "messages": views}
 
     async def frame_unsubscribe(self, frame: dict[str, Any]) -> dict[str, Any]:
         conversation_id = str(conversations.parse_uuid(frame.get("conversation")))
-        self.subscribed.pop(conversation_id, None)
-        self.resyncing.discard(conversation_id)
+        self.feed.unsubscribe(conversation_id)
         await sync_to_async(conversations.unsubscribe, thread_sensitive=False)(conversation_id, self.channel_name)
         return {"type": "unsubscribed", "conversation": conversation_id}
 
@@ -64,7 +50,7 @@ class FrameDoors:
         if not isinstance(files, list):
             files = [files]  # for_turn refuses what is not an id of this chat's ready files
         turn = await self._call(
-            turns.start, frame.get("conversation"), frame.get("text"), attachment_ids=files, language=self.language
+            turns.start, frame.get("conversation"), frame.get("text"), attachment_ids=files, language=self.feed.language
         )
         return {"type": "accepted", "conversation": str(turn.conversation_id), "turn": str(turn.pk)}
 
@@ -82,13 +68,13 @@ class FrameDoors:
             frame.get("message"),
             frame.get("text"),
             attachment_ids=files,
-            language=self.language,
+            language=self.feed.language,
         )
         return {"type": "accepted", "conversation": str(turn.conversation_id), "turn": str(turn.pk)}
 
     async def frame_regenerate(self, frame: dict[str, Any]) -> dict[str, Any]:
         turn = await self._call(
-            turns.regenerate, frame.get("conversation"), frame.get("message"), language=self.language
+            turns.regenerate, frame.get("conversation"), frame.get("message"), language=self.feed.language
         )
         return {"type": "accepted", "conversation": str(turn.conversation_id), "turn": str(turn.pk)}
 
@@ -120,7 +106,7 @@ class FrameDoors:
         """Run a part's public function for this session, in the user's language."""
 
         def call() -> Any:
-            with translation.override(self.language):
+            with translation.override(self.feed.language):
                 return fn(self.ref, *args, impersonated=self.impersonated, **kwargs)
 
         return await database_sync_to_async(call)()

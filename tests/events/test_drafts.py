@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from typing import Any
 
 import pytest
@@ -13,7 +12,8 @@ from django.test import Client
 
 from agent import events
 from agent.access import SessionRef
-from agent.web.consumers import SCOPE_FRESH_S, AgentConsumer
+from agent.web.delivery import SCOPE_FRESH_S
+from agent.web.feed import Feed
 from tests.support.sockets import close_code, error_frame, opened, parsed, subscribed
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True), pytest.mark.timeout(30)]
@@ -105,27 +105,31 @@ async def test_a_socket_not_subscribed_to_the_chat_gets_no_draft(
     await ws.disconnect()
 
 
-async def test_a_newer_draft_replaces_one_the_socket_has_not_delivered_yet() -> None:
-    consumer = AgentConsumer()
-    consumer.inbox, consumer.inbox_ready = deque(), asyncio.Event()
+def unstarted_feed() -> Feed:
+    """A tab's feed whose queue is filled by hand and never delivered."""
+    ref = SessionRef("k", 1)
+    return Feed(None, None, "c", ref=ref, impersonated=False, request_language=None)  # type: ignore[arg-type]
+
+
+async def test_a_newer_draft_replaces_one_the_tab_has_not_got_yet() -> None:
+    feed = unstarted_feed()
     event = {"type": events.ANSWER_DELTA, "conversation": "c", "turn": TURN, "round": 1}
-    consumer._enqueue(event | {"text": "a"})
-    consumer._enqueue(event | {"text": "ab"})
-    consumer._enqueue(event | {"round": 2, "text": "c"})
-    consumer._enqueue({"type": events.MESSAGE_ADDED, "conversation": "c", "message": "m"})
-    consumer._enqueue(event | {"round": 2, "text": "cd"})
-    assert [e.get("text") for e in consumer.inbox] == ["ab", "c", None, "cd"]
+    feed.enqueue(event | {"text": "a"})
+    feed.enqueue(event | {"text": "ab"})
+    feed.enqueue(event | {"round": 2, "text": "c"})
+    feed.enqueue({"type": events.MESSAGE_ADDED, "conversation": "c", "message": "m"})
+    feed.enqueue(event | {"round": 2, "text": "cd"})
+    assert [e.get("text") for e in feed.inbox] == ["ab", "c", None, "cd"]
 
 
 async def test_a_subscribe_drops_the_chats_queued_drafts_which_its_reply_may_have_overtaken() -> None:
-    consumer = AgentConsumer()
-    consumer.inbox, consumer.inbox_ready = deque(), asyncio.Event()
+    feed = unstarted_feed()
     draft_of = {"type": events.ANSWER_DELTA, "turn": TURN, "round": 1, "text": "old"}
-    consumer._enqueue(draft_of | {"conversation": "a"})
-    consumer._enqueue({"type": events.MESSAGE_ADDED, "conversation": "a", "message": "m"})
-    consumer._enqueue(draft_of | {"conversation": "b"})
-    consumer._drop_drafts("a")
-    assert [(e["type"], e["conversation"]) for e in consumer.inbox] == [
+    feed.enqueue(draft_of | {"conversation": "a"})
+    feed.enqueue({"type": events.MESSAGE_ADDED, "conversation": "a", "message": "m"})
+    feed.enqueue(draft_of | {"conversation": "b"})
+    feed.subscribe("a", None)
+    assert [(e["type"], e["conversation"]) for e in feed.inbox] == [
         (events.MESSAGE_ADDED, "a"),
         (events.ANSWER_DELTA, "b"),
     ]

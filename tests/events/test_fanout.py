@@ -183,7 +183,7 @@ async def test_a_tab_that_falls_behind_is_told_to_resync(
     await subscribed(tab, chat)
     # given: the sockets' one database thread is busy, so this tab's events pile up
     database_busy = asyncio.ensure_future(sync_to_async(time.sleep)(2))
-    lost_before = events.losses["socket fell behind"]
+    lost_before = events.losses["tab fell behind"]
 
     def store(count: int) -> None:
         for number in range(count):
@@ -198,7 +198,7 @@ async def test_a_tab_that_falls_behind_is_told_to_resync(
         frames.append(frame["message"]["content"])
     assert frame == {"type": "ready", "resync": str(chat.pk)}
     assert frames == [f"burst {n}" for n in range(len(frames))] and len(frames) < 6
-    assert events.losses["socket fell behind"] == lost_before + 1
+    assert events.losses["tab fell behind"] == lost_before + 1
     assert await tab.receive_nothing(timeout=0.3)
     await tab.disconnect()
 

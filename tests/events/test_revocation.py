@@ -316,7 +316,7 @@ async def test_each_socket_checks_again_by_itself_until_it_closes(
     quick_recheck: None, session: tuple[Client, SessionRef]
 ) -> None:
     def watchers() -> list[asyncio.Task[Any]]:
-        return [t for t in asyncio.all_tasks() if "AgentConsumer._watch" in repr(t.get_coro())]
+        return [t for t in asyncio.all_tasks() if "Feed._watch" in repr(t.get_coro())]
 
     sockets = [await opened(session[0]) for _ in range(3)]
     assert len(watchers()) == 3
