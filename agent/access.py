@@ -1,8 +1,9 @@
 """Who may act: a live credential (an actor), checked afresh on every call.
 
-An actor is a browser session (``SessionRef``) or a linked Telegram chat
-(``TelegramRef``). ``authorize_session`` turns either into a ``Scope`` (what
-it may do now) or raises a ``Refusal``. What "live" means for each kind is
+An actor is a browser session (``SessionRef``), a linked Telegram chat
+(``TelegramRef``) or an MCP client's personal access token (``McpRef``).
+``authorize_session`` turns any of them into a ``Scope`` (what it may do now)
+or raises a ``Refusal``. What "live" means for each kind is
 said here and nowhere else:
 
 - a session: its row exists and has not expired, it is the user's, its
@@ -11,8 +12,10 @@ said here and nowhere else:
 - a Telegram link: its row is not revoked (the user revokes it on "My
   assistant" or with /stop in Telegram, staff in the admin), and the user holds
   ``agent.use_telegram`` too.
+- an MCP token: its row is not revoked and not expired, and the user holds
+  ``agent.use_mcp`` too. Impersonation never applies: a token is the user's own.
 
-For both, the user must be active, hold ``agent.use_agent`` and have the
+For every kind, the user must be active, hold ``agent.use_agent`` and have the
 assistant on. Nothing here caches across calls, so a revocation, a
 deactivation or a lost permission takes effect on the very next call: a
 running turn checks its actor before every step.
@@ -20,7 +23,7 @@ running turn checks its actor before every step.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import import_module
 from typing import Any, Callable
 
@@ -43,6 +46,7 @@ from .statements import Columns, Statement, compiled, slot
 
 USE_PERMISSION = "agent.use_agent"
 TELEGRAM_PERMISSION = "agent.use_telegram"
+MCP_PERMISSION = "agent.use_mcp"
 
 
 @dataclass(frozen=True)
@@ -85,7 +89,24 @@ class TelegramRef:
         return f"TelegramRef(link_id={self.link_id!r}, user_id={self.user_id!r})"
 
 
-Actor = SessionRef | TelegramRef
+@dataclass(frozen=True)
+class McpRef:
+    """An MCP client's personal access token (``McpToken``), by its secret's digest: a credential.
+
+    Made from the bearer secret alone (``user_id`` None); the scope a check builds carries the one
+    with the token's user, id and name filled in from the same statement.
+    """
+
+    digest: str = field(repr=False)
+    user_id: int | None = None
+    token_id: int | None = None
+    token_name: str = ""
+
+    def __repr__(self) -> str:
+        return f"McpRef(token_id={self.token_id!r}, user_id={self.user_id!r})"
+
+
+Actor = SessionRef | TelegramRef | McpRef
 """The live credential a call is made for."""
 
 
@@ -93,6 +114,8 @@ def actor_fields(ref: Actor) -> dict[str, Any]:
     """The columns of a ``Turn`` that name its actor, so its runner checks the same one at every step."""
     if isinstance(ref, TelegramRef):
         return {"session_key": "", "telegram_link_id": ref.link_id}
+    if isinstance(ref, McpRef):
+        raise TypeError("an MCP token runs no turns: its calls are answered within their request")
     return {"session_key": ref.session_key, "telegram_link_id": None}
 
 
@@ -219,6 +242,11 @@ class Check:
             if user is None or not user.agent_link_live:
                 raise errors.SessionGone()  # the link was revoked, or its user is gone
             _check_user(user, {})
+        elif isinstance(ref, McpRef):
+            if user is None:
+                raise errors.SessionGone()  # no live token with this secret
+            ref = replace(ref, user_id=user.pk, token_id=user.agent_token_id, token_name=user.agent_token_name)
+            _check_user(user, {})
         elif accepted is not None and user is not None and accepted.covers(user):
             pass  # the same session data and password a check of this turn has passed on
         else:
@@ -245,6 +273,8 @@ class Check:
             raise errors.Forbidden()
         if isinstance(ref, TelegramRef) and not scope.has_perm(TELEGRAM_PERMISSION):
             raise errors.Forbidden()
+        if isinstance(ref, McpRef) and not scope.has_perm(MCP_PERMISSION):
+            raise errors.Forbidden()
         if user_settings is not None and user_settings.enabled is False:
             raise errors.Forbidden()
         return scope, {name: getattr(user, name) for name in self.statement.names}
@@ -259,7 +289,7 @@ class Check:
         session's data. False never lets a refused row through;
         it may refuse a live one (a session saved since), which ``judge`` then passes."""
         gated = "agent_gate_active" in self.statement.annotations
-        if not gated or not self.checked or agent_settings.SCOPE_CHECKS or self.kind == _OTHER_SESSION:
+        if not gated or not self.checked or agent_settings.SCOPE_CHECKS or self.kind in (_OTHER_SESSION, _MCP):
             return None
         conditions = [
             "agent_check.agent_gate_active",
@@ -331,6 +361,10 @@ def prepare_check(
         kind = _TELEGRAM
         if ref.user_id is None:
             raise errors.SessionGone()
+    elif isinstance(ref, McpRef):
+        kind = _MCP
+        if not ref.digest:
+            raise errors.SessionGone()
     elif isinstance(ref, SessionRef) and ref.user_id is not None and ref.session_key:
         kind = _SQL_SESSION if settings.SESSION_ENGINE in _SQL_SESSION_ENGINES else _OTHER_SESSION
     else:
@@ -340,9 +374,13 @@ def prepare_check(
         statement = _compiled(kind, checked, annotations)
     else:
         statement = Statement(_checks_queryset(kind, checked, annotations or {}), annotations or {})
-    credential: dict[str, Any] = (
-        {"link": ref.link_id} if isinstance(ref, TelegramRef) else {"session_key": ref.session_key}
-    )
+    credential: dict[str, Any]
+    if isinstance(ref, TelegramRef):
+        credential = {"link": ref.link_id}
+    elif isinstance(ref, McpRef):
+        credential = {"token": ref.digest}
+    else:
+        credential = {"session_key": ref.session_key}
     params = statement.bind({**(values or {}), "user": ref.user_id, "now": timezone.now(), **credential})
     return Check(ref, kind, checked, statement, params)
 
@@ -365,9 +403,10 @@ def _check_session(ref: SessionRef, user: Any, kind: str) -> None:
     _check_user(user, data)
 
 
-_SQL_SESSION, _OTHER_SESSION, _TELEGRAM = "sql_session", "other_session", "telegram"
+_SQL_SESSION, _OTHER_SESSION, _TELEGRAM, _MCP = "sql_session", "other_session", "telegram", "mcp"
 """The kinds of actor whose checks read differently: a session in the site's SQL table (read in the
-statement), a session in another engine (read through it), a Telegram link (read in the statement)."""
+statement), a session in another engine (read through it), a Telegram link or an MCP token (read in
+the statement)."""
 
 
 def _compiled(kind: str, checked: tuple[str, ...], columns: Columns) -> Statement:
@@ -383,9 +422,10 @@ def _compiled(kind: str, checked: tuple[str, ...], columns: Columns) -> Statemen
 
 def _checks_queryset(kind: str, checked: tuple[str, ...], annotations: dict[str, Any]) -> QuerySet[Any]:
     """The user row with everything checks 1-3 read for this kind of actor, and the caller's annotations."""
-    from .models import AgentSettings, TelegramLink
+    from .models import AgentSettings, McpToken, TelegramLink
 
     user_model = get_user_model()
+    owner: Any = slot("user", user_model._meta.pk)
     fields: dict[str, Any] = {"agent_site_enabled": Subquery(AgentSettings.objects.order_by().values("enabled")[:1])}
     if kind == _SQL_SESSION:
         from django.contrib.sessions.models import Session  # only where the site keeps sessions in SQL
@@ -397,6 +437,13 @@ def _checks_queryset(kind: str, checked: tuple[str, ...], annotations: dict[str,
             pk=slot("link", TelegramLink._meta.pk), user_id=OuterRef("pk"), revoked_at__isnull=True
         )
         fields["agent_link_live"] = Exists(link.order_by())
+    elif kind == _MCP:  # the token names its user: the row is the live token's owner, or none
+        token = McpToken.objects.order_by().filter(
+            digest=slot("token", CharField()), revoked_at__isnull=True, expires_at__gt=slot("now")
+        )
+        owner = Subquery(token.values("user_id")[:1])
+        fields["agent_token_id"] = Subquery(token.values("pk")[:1])
+        fields["agent_token_name"] = Subquery(token.values("name")[:1])
     for number, permissions in enumerate(_chunks(checked)):
         fields[f"agent_held_{number}"] = _held_mask(user_model, permissions)
     if checked and _has_fields(user_model, "is_active", "is_superuser", "password"):
@@ -408,11 +455,7 @@ def _checks_queryset(kind: str, checked: tuple[str, ...], annotations: dict[str,
             agent_gate_assistant_on=Coalesce(F("agent_settings__enabled"), Value(True)),
         )
     fields.update(annotations)
-    return (
-        user_model._default_manager.select_related("agent_settings")
-        .filter(pk=slot("user", user_model._meta.pk))
-        .annotate(**fields)
-    )
+    return user_model._default_manager.select_related("agent_settings").filter(pk=owner).annotate(**fields)
 
 
 _SQL_SESSION_ENGINES = {"django.contrib.sessions.backends.db", "django.contrib.sessions.backends.cached_db"}
@@ -429,7 +472,7 @@ def _model_backend_only() -> bool:
     return list(settings.AUTHENTICATION_BACKENDS) == [_MODEL_BACKEND] and hasattr(get_user_model(), "user_permissions")
 
 
-_READ_WITH_SCOPE = {USE_PERMISSION, TELEGRAM_PERMISSION}
+_READ_WITH_SCOPE = {USE_PERMISSION, TELEGRAM_PERMISSION, MCP_PERMISSION}
 
 
 def read_with_scope(permission: str) -> None:

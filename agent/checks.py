@@ -63,6 +63,24 @@ def check_telegram_library(app_configs: Any = None, **kwargs: Any) -> list[Error
 
 
 @register(TAG)
+def check_mcp_library(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+    """A site that serves MCP needs the official SDK, which the app does not require."""
+    if agent_settings.MCP is None:
+        return []
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        return [
+            Error(
+                "AGENT['MCP'] is set, but the mcp SDK is not installed.",
+                hint='pip install "django-agent[mcp]"',
+                id="agent.E022",
+            )
+        ]
+    return []
+
+
+@register(TAG)
 def check_channel_layer_reaches_workers(app_configs: Any = None, **kwargs: Any) -> list[CheckWarning]:
     """A worker's events reach the page through the channel layer; an in-memory one never leaves its process."""
     backend = getattr(settings, "CHANNEL_LAYERS", {}).get("default", {}).get("BACKEND")

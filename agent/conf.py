@@ -113,6 +113,25 @@ class _TelegramRule(Rule):
         return found
 
 
+MCP_KEYS = frozenset({"OAUTH"})
+
+
+class _McpRule(Rule):
+    def problems(self, name: str, value: Any) -> list[str]:
+        if value is None:
+            return []
+        if not isinstance(value, dict):
+            return [f"AGENT[{name!r}] must be None or a dict, not {type(value).__name__}."]
+        found = [f"AGENT[{name!r}] has unknown keys: {', '.join(sorted(set(value) - MCP_KEYS))}."]
+        found = found if set(value) - MCP_KEYS else []
+        if not isinstance(value.get("OAUTH", False), bool):
+            found.append(f"AGENT[{name!r}]['OAUTH'] must be True or False.")
+        return found
+
+
+MCP_SETTINGS = _McpRule("agent.E021", "None or the MCP server's settings", lambda value: True, hint="See docs/mcp.md.")
+
+
 TELEGRAM_SETTINGS = _TelegramRule(
     "agent.E019",
     "None or the bot's settings",
@@ -220,6 +239,10 @@ class AgentConf:
     TELEGRAM = _Setting["dict[str, Any] | None"](None, TELEGRAM_SETTINGS)  # None: the assistant is not in Telegram
     TELEGRAM_LINK_TTL_S = _Setting[int](600, POSITIVE)  # a link token's life
     TELEGRAM_EDIT_INTERVAL_MS = _Setting[int](1000, POSITIVE)  # at most one edit of a streamed answer this often
+    MCP = _Setting["dict[str, Any] | None"](None, MCP_SETTINGS)  # None: no MCP server; {} serves it with tokens
+    MCP_TOKEN_TTL_DAYS = _Setting[int](90, POSITIVE)  # a personal access token's life unless its maker says
+    MCP_CALLS_PER_MINUTE = _Setting[int](60, POSITIVE)  # tools/list and tools/call per token per minute
+    MCP_MAX_REQUEST_BYTES = _Setting[int](1024 * 1024, POSITIVE)  # one JSON-RPC request's body; larger is 413
 
     @classmethod
     def names(cls) -> list[str]:

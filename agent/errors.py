@@ -247,3 +247,11 @@ FILE_FAILURES: dict[str, Promise] = {
 def file_failure_message(code: str) -> str:
     """A stored file's failure in the active language (an unknown code reads as unreadable)."""
     return str(FILE_FAILURES.get(code, FILE_FAILURES["unreadable"]))
+
+
+class McpNotOffered(Refusal):
+    """MCP is off on this site, or the user lacks ``agent.use_mcp``."""
+
+    code = "mcp_not_offered"
+    http_status = 403
+    default_message = _("The assistant's tools are not offered to you in other apps.")

@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from .conf import agent_settings
 from .telegram import webhook
 from .web import event_stream, files, panel, views, voice
 
@@ -39,3 +40,8 @@ urlpatterns = [
     path("api/attachments/<str:attachment_id>/remove/", files.remove, name="attachment_remove"),
     path("api/attachments/<str:attachment_id>/file/", files.serve, name="attachment_file"),
 ]
+
+if agent_settings.MCP is not None:  # the SDK is imported only by a site that serves MCP
+    from .mcp.urls import urlpatterns as mcp_urlpatterns
+
+    urlpatterns += mcp_urlpatterns

@@ -108,6 +108,12 @@ USE_TZ = True
 STATIC_URL = "static/"
 MEDIA_ROOT = env.str("AGENT_TEST_MEDIA_ROOT", default="/tmp/agent-tests-media")  # never the source tree
 
-AGENT = {"SESSION_WRITE_MODULES": ["notes"], "MODEL_MAX_RETRIES": 0, "LOGOUT_URL": "logout", "TASK_QUEUE": test_queue}
+AGENT = {
+    "SESSION_WRITE_MODULES": ["notes"],
+    "MODEL_MAX_RETRIES": 0,
+    "LOGOUT_URL": "logout",
+    "TASK_QUEUE": test_queue,
+    "MCP": {},
+}
 # A test that starts the site in a process of its own (daphne for the browser) gives it settings there
 AGENT.update(json.loads(os.environ.get("AGENT_TEST_SETTINGS") or "{}"))

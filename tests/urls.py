@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from rest_framework.routers import SimpleRouter
 
+from agent.mcp.urls import well_known
 from tests.notes.api import NoteViewSet
 
 router = SimpleRouter()
@@ -14,5 +15,6 @@ urlpatterns = [
     path("i18n/", include("django.conf.urls.i18n")),
     path("admin/", admin.site.urls),
     path("assistant/", include("agent.urls")),
+    path("", include(well_known)),  # the MCP endpoint's metadata where RFC 9728 clients look first
     path("api/", include(router.urls)),  # the test site's own REST API, which tools are built from
 ]

@@ -4,6 +4,7 @@ from .ai import AIRequest, Endpoint, OffPurposeFlag
 from .attachments import Attachment
 from .confirmations import Confirmation
 from .conversations import Conversation, Message
+from .mcp import McpCall, McpToken
 from .settings import AgentSettings, UserSettings
 from .telegram import (
     TelegramBot,
@@ -24,6 +25,8 @@ __all__ = [
     "Conversation",
     "Endpoint",
     "Lock",
+    "McpCall",
+    "McpToken",
     "Message",
     "OffPurposeFlag",
     "TelegramBot",

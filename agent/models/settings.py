@@ -55,6 +55,7 @@ class AgentSettings(models.Model):
         permissions = [
             ("use_agent", _("Can use the assistant")),
             ("use_telegram", _("Can use the assistant in Telegram")),
+            ("use_mcp", _("Can use the assistant's tools from MCP clients")),
             ("manage_agent", _("Can manage the assistant")),
             ("view_chat_content", _("Can read the text of assistant chats")),
             ("manage_endpoints", _("Can change the assistant's endpoints and which ones are used")),
