@@ -1,4 +1,4 @@
-"""The "My assistant" page and its JSON API; each view calls ``agent.assistant`` or ``agent.telegram``."""
+"""The "My assistant" page and its JSON API; each view calls ``agent.assistant``, ``agent.telegram``, ``agent.mcp``."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from .. import assistant, errors, telegram
 from ..access import TELEGRAM_PERMISSION, Scope, SessionRef, authorize_session, is_impersonated, language_for
 from ..conf import agent_settings
+from ..mcp import tokens
 from ..telegram import bot
 from .http import api, read_body, unavailable
 
@@ -27,7 +28,8 @@ def settings_api(request: HttpRequest, ref: SessionRef, impersonated: bool) -> d
         data = assistant.update(ref, read_body(request), impersonated=impersonated)
     else:
         data = assistant.panel(ref, impersonated=impersonated)
-    return {**data, "telegram": _telegram(authorize_session(ref, impersonated=impersonated))}
+    scope = authorize_session(ref, impersonated=impersonated)
+    return {**data, "telegram": _telegram(scope), "mcp": _mcp(request, scope)}
 
 
 @require_POST
@@ -44,6 +46,32 @@ def telegram_revoke(request: HttpRequest, ref: SessionRef, impersonated: bool) -
     """Disconnect one of the user's Telegram chats (``{"link": id}``); the panel's Telegram part after."""
     telegram.revoke(ref, read_body(request).get("link"), impersonated=impersonated)
     return {"telegram": _telegram(authorize_session(ref, impersonated=impersonated))}
+
+
+@require_POST
+@api
+def mcp_token(request: HttpRequest, ref: SessionRef, impersonated: bool) -> dict[str, Any]:
+    """A new token for an MCP client (``{"name": ...}``): its secret, shown this once, and the panel's MCP part."""
+    secret = tokens.create(ref, read_body(request).get("name"), impersonated=impersonated)
+    return {"secret": secret, "mcp": _mcp(request, authorize_session(ref, impersonated=impersonated))}
+
+
+@require_POST
+@api
+def mcp_revoke(request: HttpRequest, ref: SessionRef, impersonated: bool) -> dict[str, Any]:
+    """End one of the user's tokens (``{"token": id}``); the panel's MCP part after."""
+    tokens.revoke(ref, read_body(request).get("token"), impersonated=impersonated)
+    return {"mcp": _mcp(request, authorize_session(ref, impersonated=impersonated))}
+
+
+def _mcp(request: HttpRequest, scope: Scope) -> dict[str, Any]:
+    """Whether the user may connect MCP clients, the address they connect to, and their tokens (never a secret)."""
+    offered = tokens.offered(scope)
+    return {
+        "offered": offered,
+        "url": request.build_absolute_uri(reverse("agent:mcp")) if offered else "",
+        "tokens": tokens.listed(scope.ref, impersonated=False) if offered else [],
+    }
 
 
 def _telegram(scope: Scope) -> dict[str, Any]:
@@ -70,6 +98,8 @@ def page(request: HttpRequest) -> HttpResponse:
         "api_url": reverse("agent:assistant_api"),
         "telegram_link_url": reverse("agent:telegram_link"),
         "telegram_revoke_url": reverse("agent:telegram_revoke"),
+        "mcp_token_url": reverse("agent:mcp_tokens"),
+        "mcp_revoke_url": reverse("agent:mcp_revoke"),
         "max_instructions": agent_settings.MAX_INSTRUCTIONS_CHARS,
     }
     context = {"config": config, "chat_url": reverse("agent:chat")}

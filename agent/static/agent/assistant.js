@@ -25,6 +25,14 @@ const ui = {
   telegramOpen: $("telegram-open"),
   telegramExpires: $("telegram-expires"),
   telegramError: $("telegram-error"),
+  mcp: $("mcp"),
+  mcpUrl: $("mcp-url"),
+  mcpTokens: $("mcp-tokens"),
+  mcpForm: $("mcp-form"),
+  mcpName: $("mcp-name"),
+  mcpSecretNote: $("mcp-secret-note"),
+  mcpSecret: $("mcp-secret"),
+  mcpError: $("mcp-error"),
   instructions: $("instructions"),
   count: $("instructions-count"),
   language: $("language"),
@@ -198,6 +206,57 @@ window.addEventListener("focus", async () => {
   }
 });
 
+// -- MCP clients: make a token (its secret shown once), see the tokens with their last use, revoke one --
+
+function renderMcp(mcp) {
+  ui.mcp.hidden = !mcp.offered;
+  ui.mcpUrl.textContent = mcp.url;
+  ui.mcpTokens.replaceChildren();
+  for (const token of mcp.tokens) {
+    const line = document.createElement("li");
+    line.dataset.token = String(token.id);
+    const used = token.last_used_at
+      ? interpolate(gettext("last used %(date)s"), { date: new Date(token.last_used_at).toLocaleString() }, true)
+      : gettext("not used yet");
+    const until = token.expired
+      ? gettext("expired")
+      : interpolate(gettext("until %(date)s"), { date: new Date(token.expires_at).toLocaleDateString() }, true);
+    line.append(`${token.name}: ${used}, ${until} `);
+    const revoke = document.createElement("button");
+    revoke.type = "button";
+    revoke.className = "button-small";
+    revoke.textContent = gettext("Revoke");
+    revoke.addEventListener("click", () => revokeToken(token.id));
+    line.append(revoke);
+    ui.mcpTokens.append(line);
+  }
+}
+
+ui.mcpForm.addEventListener("submit", async (event) => {
+  event.preventDefault();
+  ui.mcpError.textContent = "";
+  try {
+    const made = await request("POST", config.mcp_token_url, { name: ui.mcpName.value });
+    ui.mcpSecret.textContent = made.secret;
+    ui.mcpSecretNote.hidden = false;
+    ui.mcpName.value = "";
+    renderMcp(made.mcp);
+  } catch (failure) {
+    ui.mcpError.textContent = errorText(failure);
+  }
+});
+
+async function revokeToken(id) {
+  ui.mcpError.textContent = "";
+  ui.mcpSecretNote.hidden = true;
+  ui.mcpSecret.textContent = "";
+  try {
+    renderMcp((await request("POST", config.mcp_revoke_url, { token: id })).mcp);
+  } catch (failure) {
+    ui.mcpError.textContent = errorText(failure);
+  }
+}
+
 function renderLanguage(languages, selected) {
   fillSelect(ui.language, languages, selected, gettext("As my browser asks"));
 }
@@ -218,6 +277,7 @@ function render(data) {
   renderUsage(data.usage);
   renderQuotas(data.quotas);
   renderTelegram(data.telegram);
+  renderMcp(data.mcp);
   showCount();
   ui.form.hidden = false;
   ui.status.textContent = "";
