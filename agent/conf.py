@@ -113,7 +113,7 @@ class _TelegramRule(Rule):
         return found
 
 
-MCP_KEYS = frozenset({"OAUTH"})
+MCP_KEYS: frozenset[str] = frozenset()  # none yet: {} turns the server on
 
 
 class _McpRule(Rule):
@@ -123,10 +123,7 @@ class _McpRule(Rule):
         if not isinstance(value, dict):
             return [f"AGENT[{name!r}] must be None or a dict, not {type(value).__name__}."]
         found = [f"AGENT[{name!r}] has unknown keys: {', '.join(sorted(set(value) - MCP_KEYS))}."]
-        found = found if set(value) - MCP_KEYS else []
-        if not isinstance(value.get("OAUTH", False), bool):
-            found.append(f"AGENT[{name!r}]['OAUTH'] must be True or False.")
-        return found
+        return found if set(value) - MCP_KEYS else []
 
 
 MCP_SETTINGS = _McpRule("agent.E021", "None or the MCP server's settings", lambda value: True, hint="See docs/mcp.md.")

@@ -20,7 +20,6 @@ from django.views.decorators.http import require_GET
 
 from .. import errors
 from ..access import McpRef, Scope, authorize_session
-from ..conf import agent_settings
 from . import server, tokens
 
 SCOPE = "agent"
@@ -56,17 +55,7 @@ def metadata(request: HttpRequest, resource: str = "") -> JsonResponse:
         "scopes_supported": [SCOPE],
         "resource_name": _("The assistant's tools"),
     }
-    servers = authorization_servers(request)
-    if servers:
-        data["authorization_servers"] = servers
-    return JsonResponse(data)
-
-
-def authorization_servers(request: HttpRequest) -> list[str]:
-    """The site itself where it signs clients in with OAuth (``AGENT["MCP"]["OAUTH"]``), else none."""
-    if not (agent_settings.MCP or {}).get("OAUTH"):
-        return []
-    return [_origin(request) + "/"]
+    return JsonResponse(data)  # no authorization_servers: tokens are made on "My assistant", not by OAuth
 
 
 def _authorize(secret: str) -> Scope:
