@@ -113,7 +113,8 @@ def complete(
     as ``interrupted``) and reaches the caller as it was raised, its ``request_id`` set to the
     journal row's (so the caller can link what it keeps of the answer). While a stream is read, a
     watchdog thread calls ``watch`` about every ``WATCH_EVERY_S`` and looks at the deadline,
-    also while the model sends nothing: what ``watch`` raises ends the call as ``on_chunk``'s
+    from the moment the request is sent, so also while the model has not answered at all, and
+    while it sends nothing: what ``watch`` raises ends the call as ``on_chunk``'s
     would, and the deadline as ``AIError("deadline")``, each within a moment, the connection cut.
     """
     journal = {
@@ -141,8 +142,7 @@ def complete(
         stream = on_chunk is not None and adapter.streams()
         body = adapter.request(messages, tools, stream=stream)
         if on_chunk is not None and stream:
-            response = _create(endpoint, body, deadline, stream=True)
-            completion = _read_stream(response, assembly, adapter, started, deadline, on_chunk, watch)
+            completion = _streamed(endpoint, body, assembly, adapter, started, deadline, on_chunk, watch)
         else:
             completion = _read(_create(endpoint, body, deadline), adapter, started)
     except Interrupted as interrupted:
@@ -254,18 +254,23 @@ WATCH_EVERY_S = 0.25
 
 
 class Watchdog:
-    """Cuts a stream's connection when ``watch`` raises or the deadline passes, while the reader
-    waits for a chunk that may not come.
+    """Ends a streamed call when ``watch`` raises or the deadline passes, whatever the call waits for:
+    the answer's headers (the model has not begun) or a chunk that may not come.
 
-    Runs in a thread of its own; what stopped the stream is kept in ``reason`` for the reader
-    to raise. Once ``stop`` returns, the connection is never cut: it may be back in the pool.
+    Runs in a thread of its own from before the request is sent; what stopped the call is kept in
+    ``reason`` for the caller to raise. Until the headers come, the request is sent from a thread
+    of its own (``open``), so the caller stops waiting at once and the response, if it still
+    comes, is closed unread; once a response is ``attach``ed, a cut shuts its socket down, which
+    wakes the reader blocked on it. Once ``stop`` returns, nothing is cut: the connection may be
+    back in the pool.
     """
 
-    def __init__(self, response: Any, deadline: datetime | None, watch: Callable[[], None] | None) -> None:
-        self.response = response
+    def __init__(self, deadline: datetime | None, watch: Callable[[], None] | None) -> None:
         self.deadline = deadline
         self.watch = watch
         self.reason: Exception | None = None
+        self.response: Any = None
+        self._wake = threading.Event()  # the caller of ``open`` waits no longer: a response, a failure or a cut
         self._stopped = threading.Event()
         self._cutting = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="agent-stream-watchdog", daemon=True)
@@ -278,6 +283,44 @@ class Watchdog:
         with self._cutting:
             self._stopped.set()
         self._thread.join(timeout=5)
+
+    def open(self, send: Callable[[], Any]) -> Any:
+        """``send()``'s streamed response, or the reason the watchdog cut the wait for it."""
+        sent: list[Any] = []
+        failed: list[BaseException] = []
+        settled = threading.Event()
+
+        def sender() -> None:
+            try:
+                stream = send()
+            except BaseException as error:  # the caller's to raise, unless it has stopped waiting
+                failed.append(error)
+            else:
+                if self.attach(stream.response):
+                    sent.append(stream)
+                else:
+                    stream.response.close()  # cut while the headers came: nobody reads it
+            finally:
+                settled.set()
+                self._wake.set()
+
+        threading.Thread(target=sender, name="agent-model-request", daemon=True).start()
+        self._wake.wait()
+        if sent:
+            return sent[0]  # cut since it was attached: reading it raises, and the caller raises ``reason``
+        if self.reason is not None:
+            raise self.reason
+        settled.wait()
+        raise failed[0]
+
+    def attach(self, response: Any) -> bool:
+        """The response whose socket a cut shuts down from now on; False when the call was cut or left
+        already (its caller raised meanwhile, a task's time limit say): then nobody will read it."""
+        with self._cutting:
+            if self.reason is not None or self._stopped.is_set():
+                return False
+            self.response = response
+            return True
 
     def _run(self) -> None:
         try:
@@ -295,11 +338,14 @@ class Watchdog:
             connection.close()  # the watch's own database connection, opened in this thread
 
     def _cut(self, reason: Exception) -> None:
-        """Shut the socket down, which wakes the reader blocked on it; only while it still reads."""
+        """Stop the caller's wait: shut the response's socket down, or, before it came, wake the caller."""
         with self._cutting:
             if self._stopped.is_set():
                 return
             self.reason = reason
+            self._wake.set()
+            if self.response is None:
+                return
             sock = _socket_of(self.response)
             try:
                 if sock is not None:
@@ -319,35 +365,39 @@ def _socket_of(response: Any) -> Any:
         return None
 
 
-def _read_stream(
-    stream: Any,
+def _streamed(
+    endpoint: Endpoint,
+    body: dict[str, Any],
     assembly: StreamAssembly,
     adapter: OpenAICompatible,
     started: float,
     deadline: datetime | None,
     on_chunk: Callable[[str], None],
-    watch: Callable[[], None] | None = None,
+    watch: Callable[[], None] | None,
 ) -> Completion:
-    """Read a streamed answer into ``assembly``, telling ``on_chunk`` of each chunk, under a
-    ``Watchdog`` that halts it on what ``watch`` raises or at the deadline.
+    """Ask for a streamed answer and read it into ``assembly``, telling ``on_chunk`` of each chunk,
+    under a ``Watchdog`` that halts it on what ``watch`` raises or at the deadline, from the moment
+    the request is sent.
 
     A server that answered with one JSON body after all is read as such. A stream
     cut before its finish, or carrying an error, is ``invalid_response``; one that
     finished but is slow to end its body after ``[DONE]`` is taken as it is.
     """
-    response = stream.response
-    if "text/event-stream" not in response.headers.get("content-type", ""):
-        return _read(response.read(), adapter, started)
-    assembly.opened = True
-    watchdog = Watchdog(response, deadline, watch).start()
+    watchdog = Watchdog(deadline, watch).start()
+    response = None
     try:
+        response = watchdog.open(lambda: _create(endpoint, body, deadline, stream=True)).response
+        if "text/event-stream" not in response.headers.get("content-type", ""):
+            return _read(response.read(), adapter, started)
+        assembly.opened = True
         _read_events(response, assembly, deadline, on_chunk)
     except Exception:
         if watchdog.reason is None:
             raise
     finally:
         watchdog.stop()  # before the connection can go back to the pool
-        response.close()
+        if response is not None:
+            response.close()
     if watchdog.reason is not None:
         raise watchdog.reason
     return _completion(adapter.streamed(assembly), started)

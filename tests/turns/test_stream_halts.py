@@ -35,14 +35,22 @@ PAUSE_S = 8.0
 class Halt:
     """Once the stream has gone silent after chunk ``paused_at``, ``act()`` in another thread."""
 
-    def __init__(self, model_server: ScriptedModelServer, act: Callable[[], None], paused_at: int = PAUSED_AT):
+    def __init__(
+        self,
+        model_server: ScriptedModelServer,
+        act: Callable[[], None],
+        paused_at: int = PAUSED_AT,
+        *,
+        silent: Callable[[], bool] | None = None,
+    ):
         self.done: list[float] = []
-        self.thread = threading.Thread(target=self._run, args=(model_server, act, paused_at), daemon=True)
+        silent = silent or (lambda: len(model_server.chunk_times) > paused_at)
+        self.thread = threading.Thread(target=self._run, args=(silent, act), daemon=True)
         self.thread.start()
 
-    def _run(self, model_server: ScriptedModelServer, act: Callable[[], None], paused_at: int) -> None:
+    def _run(self, silent: Callable[[], bool], act: Callable[[], None]) -> None:
         try:
-            wait_until(lambda: len(model_server.chunk_times) > paused_at, 10, "the pause")
+            wait_until(silent, 10, "the pause")
             time.sleep(0.1)
             act()
             self.done.append(time.monotonic())
@@ -97,6 +105,27 @@ def test_a_stop_or_a_revocation_while_the_model_sends_nothing_halts_the_stream_w
     assert len(model_server.chunk_times) == PAUSED_AT + 1
     if halt == "stop":  # every word the model sent before it went silent
         assert messages_of(chat)[1].content == STREAMED_BEFORE_THE_PAUSE
+
+
+def test_a_stop_while_the_model_has_not_answered_at_all_halts_the_call_within_a_second(
+    ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer
+) -> None:
+    # given: a model that takes six seconds before it sends its first byte (headers included)
+    endpoint.timeout_s = 30
+    endpoint.save()
+    model_server.push(answer("Too late.", delay=6))
+    turn = turns.start(ref, chat.pk, "think hard", impersonated=False)
+    # when: the user stops the turn while the request waits for the answer's headers
+    stop = Halt(
+        model_server, lambda: turns.stop(ref, chat.pk, impersonated=False), silent=lambda: model_server.requests
+    )
+    run_turn(str(turn.pk))
+    ended = time.monotonic()
+    # then: the call was cut within a second of the stop, not when the model began; nothing was kept
+    assert ended - stop.done_at() < 1.0 + 0.5
+    assert Turn.objects.get(pk=turn.pk).status == Turn.Status.STOPPED
+    assert [(m.role, m.notice_code) for m in messages_of(chat)] == [("user", ""), ("notice", "stopped")]
+    assert list(AIRequest.objects.values_list("error_code", flat=True)) == ["interrupted"]
 
 
 def test_the_deadline_while_the_model_sends_nothing_halts_the_stream_within_a_second(
