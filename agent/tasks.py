@@ -84,6 +84,14 @@ def telegram_card(confirmation_id: str) -> None:
     delivery.card_decided(confirmation_id)
 
 
+@shared_task(base=AgentTask, name="agent.telegram_show_card", ignore_result=True)
+def telegram_show_card(confirmation_id: str, link_id: int | None = None) -> None:
+    """Show a card an MCP client's write made in the user's linked Telegram chats."""
+    from .telegram import delivery
+
+    delivery.show_everywhere(confirmation_id, link_id)
+
+
 @shared_task(base=AgentTask, name="agent.purge_telegram", ignore_result=True)
 def purge_telegram() -> int:
     """Forget handled Telegram updates, old link tokens and buttons nobody can press any more."""

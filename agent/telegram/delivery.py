@@ -1,6 +1,7 @@
 """What a turn asked for in Telegram says back there: its answers (streamed into one message while the
-model writes), its cards with Confirm / Cancel, its notices; and a card decided anywhere, edited to its
-outcome in Telegram too.
+model writes), its cards with Confirm / Cancel, its notices; a card made outside a turn (an MCP client's
+write), shown in every chat the user linked; and a card decided anywhere, edited to its outcome in
+Telegram too.
 
 Stored messages are delivered by a task per turn (``deliver``), in order, each once: the turn's row
 keeps how far delivery got, and a lease lets one task at a time deliver a turn. Answers and cards go
@@ -22,9 +23,18 @@ from django.utils import translation
 from django.utils.translation import gettext as _
 
 from .. import errors
-from ..access import TelegramRef, authorize_session
+from ..access import TelegramRef, authorize_session, language_for
 from ..conf import agent_settings
-from ..models import Confirmation, Message, TelegramButtons, TelegramDraft, TelegramLink, TelegramTurn, Turn
+from ..models import (
+    Confirmation,
+    Message,
+    TelegramButtons,
+    TelegramDraft,
+    TelegramLink,
+    TelegramTurn,
+    Turn,
+    UserSettings,
+)
 from ..turns import locks
 from . import formatting
 from .bot import RATE_LIMITED, UNCHANGED, BotError, call, config
@@ -33,6 +43,7 @@ logger = logging.getLogger(__name__)
 
 DELIVER_TASK = "agent.telegram_deliver"
 CARD_TASK = "agent.telegram_card"
+SHOW_CARD_TASK = "agent.telegram_show_card"
 WAIT_AT_MOST_S = 30.0
 """A rate limit shorter than this is waited out in the task; a longer one sends the task again later."""
 CONFIRM, CANCEL = "y", "n"
@@ -54,6 +65,9 @@ def message_stored(sender: Any, instance: Message, created: bool = False, **kwar
         if _telegram_turn(instance):
             turn_id = str(instance.turn_id)
             transaction.on_commit(lambda: queue(DELIVER_TASK, turn_id))
+    elif instance.role == Message.Role.TOOL and instance.confirmation_id is not None:
+        card_id = str(instance.confirmation_id)  # a card no turn made: an MCP client's write
+        transaction.on_commit(lambda: queue(SHOW_CARD_TASK, card_id))
     elif instance.confirmation_id is not None and instance.notice_code.startswith("confirmation_"):
         card_id = str(instance.confirmation_id)
         if TelegramButtons.objects.filter(confirmation_id=card_id).exists():
@@ -182,6 +196,32 @@ def send_with_buttons(
         raise
     TelegramButtons.objects.filter(pk=buttons.pk).update(message_id=buttons.message_id)
     return buttons
+
+
+def show_everywhere(confirmation_id: Any, link_id: int | None = None) -> None:
+    """A waiting card no turn made, as a message with Confirm / Cancel in each live chat its user
+    linked (or in ``link_id`` alone, sent again after a rate limit)."""
+    card = Confirmation.objects.filter(pk=confirmation_id, status=Confirmation.Status.WAITING).first()
+    if card is None:
+        return
+    chats = TelegramLink.objects.filter(user_id=card.user_id, revoked_at__isnull=True)
+    for link in chats.filter(pk=link_id) if link_id is not None else chats:
+        if not _live(link):
+            continue
+        try:
+            with translation.override(link_language(link)):
+                show_card(link, card)
+        except BotError as error:
+            if error.kind == RATE_LIMITED:
+                queue(SHOW_CARD_TASK, str(card.pk), link.pk, countdown=error.retry_after)
+            else:
+                logger.warning("agent telegram: card %s not shown in link %s: %s", card.pk, link.pk, error.kind)
+
+
+def link_language(link: TelegramLink) -> str:
+    """What a linked chat is written to in: the user's own language, else Telegram's, else the site's."""
+    own = UserSettings.objects.filter(user_id=link.user_id).first()
+    return language_for(own, link.language or None)
 
 
 def card_decided(confirmation_id: Any) -> None:

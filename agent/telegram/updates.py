@@ -20,11 +20,11 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from .. import confirmations, conversations, errors, notices, turns, voice
-from ..access import TelegramRef, language_for
+from ..access import TelegramRef
 from ..attachments import api as files
 from ..attachments import extraction
 from ..conf import agent_settings
-from ..models import Attachment, Conversation, TelegramButtons, TelegramLink, TelegramUpdate, UserSettings
+from ..models import Attachment, Conversation, TelegramButtons, TelegramLink, TelegramUpdate
 from ..presentation import tool_title
 from . import delivery, formatting, links
 from .bot import BotError, call, note_update
@@ -98,7 +98,7 @@ def _message(message: Any) -> None:
             )
         return
     ref = TelegramRef(link.pk, link.user_id)
-    with translation.override(_language(link)):
+    with translation.override(delivery.link_language(link)):
         try:
             if command:
                 _command(link, ref, command)
@@ -117,7 +117,7 @@ def _link(chat_id: int, sender: Any, token: str, language: str) -> None:
         if linked.link is None:
             _reply(chat_id, linked.refusal)
             return
-    with translation.override(_language(linked.link)):
+    with translation.override(delivery.link_language(linked.link)):
         _reply(
             chat_id,
             _(
@@ -222,7 +222,7 @@ def _press(query: Any) -> None:
         return
     link = buttons.link
     ref = TelegramRef(link.pk, link.user_id)
-    with translation.override(_language(link)):
+    with translation.override(delivery.link_language(link)):
         try:
             text = (
                 _card_press(ref, buttons, choice)
@@ -331,11 +331,6 @@ def _offered(code: str | None) -> str:
     if code and code.split("-")[0] in offered:
         return code.split("-")[0]
     return settings.LANGUAGE_CODE
-
-
-def _language(link: TelegramLink) -> str:
-    own = UserSettings.objects.filter(user_id=link.user_id).first()
-    return language_for(own, link.language or None)
 
 
 def _invalid(invalid: ValidationError) -> str:
