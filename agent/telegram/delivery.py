@@ -225,7 +225,12 @@ def link_language(link: TelegramLink) -> str:
 
 
 def card_decided(confirmation_id: Any) -> None:
-    """Edit every Telegram message of a decided card to its outcome, without its buttons."""
+    """Edit every Telegram message of a decided card to its outcome, without its buttons.
+
+    The buttons' rows stay (the purge takes them when they are old): a press that
+    Telegram still delivers, however late, finds its card and hears it was already decided.
+    An edit to the same text is no change, so the press's and the outcome's own edit can both run.
+    """
     card = Confirmation.objects.filter(pk=confirmation_id).select_related("turn").first()
     if card is None or card.status == Confirmation.Status.WAITING:
         return
@@ -242,7 +247,6 @@ def card_decided(confirmation_id: Any) -> None:
                 if error.kind == RATE_LIMITED:
                     queue(CARD_TASK, str(card.pk), countdown=error.retry_after)
                     return
-            buttons.delete()
 
 
 def _drop_drafts(link: TelegramLink, turn: Turn) -> None:

@@ -245,7 +245,7 @@ def _card_press(ref: TelegramRef, buttons: TelegramButtons, choice: str) -> str:
     else:
         return _("This button no longer works.")
     try:
-        delivery.card_decided(card.pk)  # at once here; the outcome's own task finds it done
+        delivery.card_decided(card.pk)  # at once here; the outcome's own task edits it to the same text
     except BotError:
         pass  # that task edits it then: the press is answered now, whatever Telegram says
 

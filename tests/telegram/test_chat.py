@@ -106,6 +106,25 @@ def test_a_card_is_confirmed_in_telegram_once_however_often_it_is_pressed(
     assert "Done: Create a note." in bot_api.messages[(CHAT, card.message_id)].text
 
 
+def test_a_press_that_comes_after_the_card_was_decided_and_edited_hears_it_was_already_decided(
+    linked: TelegramLink, bot_api: FakeBotApi, model_server: ScriptedModelServer
+) -> None:
+    # given: a card confirmed in Telegram, its message edited to the outcome, its buttons gone
+    model_server.push(tool_calls(("notes_create", {"title": "Buy milk"})))
+    says(bot_api, "create a note: Buy milk")
+    card = card_seen(bot_api)
+    confirm = bot_api.button(card, "Confirm")
+    updates.record(bot_api.presses(CHAT, card.message_id, confirm))
+    wait_until(lambda: not bot_api.messages[(CHAT, card.message_id)].buttons, what="the card's buttons gone")
+    wait_until(lambda: len(bot_api.answers) == 1, what="the first press answered")
+    # when: Telegram delivers a second press of the same button only now
+    updates.record(bot_api.presses(CHAT, card.message_id, confirm))
+    wait_until(lambda: len(bot_api.answers) == 2, what="the late press answered")
+    # then: it gets the same answer as a press racing the first, and nothing runs twice
+    assert [a.get("text") for a in bot_api.answers] == ["Done: Create a note.", "This request was already decided."]
+    assert Note.objects.filter(title="Buy milk").count() == 1
+
+
 def test_a_card_cancelled_in_telegram_runs_nothing(
     linked: TelegramLink, bot_api: FakeBotApi, model_server: ScriptedModelServer
 ) -> None:
@@ -130,7 +149,7 @@ def test_a_card_decided_on_the_web_page_is_edited_in_telegram(
     assert "Done: Create a note." in bot_api.messages[(CHAT, card.message_id)].text
     updates.record(bot_api.presses(CHAT, card.message_id, confirm))  # pressed in a Telegram not yet updated
     wait_until(lambda: bot_api.answers, what="the late press answered")
-    assert bot_api.answers[0]["text"] == "This button no longer works." and Note.objects.count() == 1
+    assert bot_api.answers[0]["text"] == "This request was already decided." and Note.objects.count() == 1
 
 
 def test_the_chat_is_live_on_the_web_page_too(
