@@ -260,7 +260,7 @@ class Check:
         permissions = None
         if checked:
             permissions = frozenset(checked) if (user.is_active and user.is_superuser) else _held(user, checked)
-        user_settings = getattr(user, "agent_settings", None)
+        user_settings = user.agent_settings if self.statement.found(row, "agent_settings") else None
         scope = Scope(
             ref=ref,
             user=user,

@@ -4,6 +4,13 @@ The check ladder reads a session, a user, their settings and their rights in one
 step of a turn; compiling that queryset each time would cost more than running it. A ``Columns`` names a
 caller's own expressions on the user row, a ``slot`` marks a value that changes between runs, and a
 ``Statement`` runs the compiled SQL and builds the user as ``QuerySet`` would, reading every row afresh.
+
+The rows are built through public means: ``Model.from_db`` for the user and for each object joined by
+``select_related``, tied to the user by assigning the relation. What the statement reads of Django's SQL
+compiler (the SQL, its parameters, where each model's columns are, the column converters) is read once,
+when it is compiled, and checked there: a Django whose compiler describes its columns otherwise fails at
+once with ``StatementError``, never with rows built wrong (``tests/test_statements.py`` runs on each
+Django that CI tests).
 """
 
 from __future__ import annotations
@@ -12,9 +19,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Iterable
 
+import django
 from django.db import connections
 from django.db.models import DateTimeField, Expression, QuerySet
-from django.db.models.query import get_related_populators  # type: ignore[attr-defined]  # not in the stubs
 
 
 @dataclass(frozen=True)
@@ -37,8 +44,8 @@ class Slot(Expression):
         super().__init__(output_field=output_field)
         self.name = name
 
-    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
-        return "%s", [self]
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, tuple[Any, ...]]:
+        return "%s", (self,)
 
     def bind(self, value: Any, connection: Any) -> Any:
         return self.output_field.get_db_prep_value(value, connection, prepared=False)
@@ -47,6 +54,26 @@ class Slot(Expression):
 def slot(name: str, output_field: Any = None) -> Slot:
     """A value of the call in a ``Columns`` expression: ``slot("now")`` or one of the caller's values."""
     return Slot(name, output_field if output_field is not None else DateTimeField())
+
+
+class StatementError(RuntimeError):
+    """Django's SQL compiler no longer describes a query's columns the way ``Statement`` reads them."""
+
+
+@dataclass(frozen=True)
+class Part:
+    """One model's columns in a statement's row: the user's, or those of an object joined to it."""
+
+    model: Any
+    span: slice
+    attnames: list[str]
+    pk_at: int  # the primary key's place within ``span``: None there means no joined row
+    relation: str = ""  # how the user reaches a joined object (its attribute); "" for the user
+    reverse: bool = False  # joined by a relation declared on the other model (``user.agent_settings``)
+
+    def build(self, db: str, row: Any) -> Any:
+        values = row[self.span]
+        return None if values[self.pk_at] is None else self.model.from_db(db, self.attnames, values)
 
 
 class Statement:
@@ -60,14 +87,10 @@ class Statement:
         sql, params = compiler.as_sql()
         self.sql, self.params, self.compiler = sql, list(params), compiler
         self.slots = [(position, p) for position, p in enumerate(self.params) if isinstance(p, Slot)]
-        klass_info, select = compiler.klass_info, compiler.select
-        self.model = klass_info["model"]
-        start, end = klass_info["select_fields"][0], klass_info["select_fields"][-1] + 1
-        self.span = slice(start, end)
-        self.init_list = [column[0].target.attname for column in select[start:end]]
-        self.populators = get_related_populators(klass_info, select, self.db)
+        self.user, self.joined = _parts(compiler)
+        self.model = self.user.model
         self.annotations = dict(compiler.annotation_col_map)
-        self.converters = compiler.get_converters([column[0] for column in select[: compiler.col_count]])
+        self.converters = compiler.get_converters([column[0] for column in compiler.select[: compiler.col_count]])
 
     def run(self, values: dict[str, Any]) -> Any:
         with connections[self.db].cursor() as cursor:
@@ -84,17 +107,57 @@ class Statement:
         return params
 
     def build(self, row: Any) -> Any:
-        """The user of one result row, with the annotations; None for no row."""
+        """The user of one result row, with the annotations and each joined object; None for no row.
+
+        A joined object that is there is assigned to its relation, so reading it costs no query;
+        one that is not is left unread (``found`` tells, without a query)."""
         if row is None:
             return None
         if self.converters:
             row = next(self.compiler.apply_converters([row], self.converters))
-        user = self.model.from_db(self.db, self.init_list, row[self.span])
-        for populator in self.populators:
-            populator.populate(row, user)
+        user = self.user.build(self.db, row)
+        for part in self.joined:
+            related = part.build(self.db, row)
+            if related is not None:
+                setattr(user, part.relation, related)
         for name, position in self.annotations.items():
             setattr(user, name, row[position])
         return user
+
+    def found(self, row: Any, relation: str) -> bool:
+        """Whether ``row`` holds an object for the joined ``relation`` (``select_related``'s name)."""
+        (part,) = [part for part in self.joined if part.relation == relation]
+        return row[part.span][part.pk_at] is not None
+
+
+def _parts(compiler: Any) -> tuple[Part, list[Part]]:
+    """Where the user's columns are in the compiled row, and those of each object joined to it."""
+    try:
+        info, select = compiler.klass_info, compiler.select
+        user = _part(info, select)
+        joined = []
+        for related in info.get("related_klass_infos", []):
+            if related.get("related_klass_infos"):
+                raise StatementError("a statement joins one level of select_related, no deeper")
+            field, reverse = related["field"], related["reverse"]
+            relation = field.remote_field.get_accessor_name() if reverse else field.name
+            joined.append(_part(related, select, relation=relation, reverse=reverse))
+    except (AttributeError, KeyError, TypeError, IndexError) as shape:
+        raise StatementError(
+            f"Django {django.get_version()}'s SQL compiler describes a query's columns in a way this version "
+            f"of django-agent does not read ({shape!r}); the app needs an update for this Django"
+        ) from shape
+    return user, joined
+
+
+def _part(info: dict[str, Any], select: list[Any], **relation: Any) -> Part:
+    start, end = info["select_fields"][0], info["select_fields"][-1] + 1
+    model = info["model"]
+    fields = [column[0].target for column in select[start:end]]
+    if not all(issubclass(model, field.model) for field in fields):
+        raise StatementError(f"the columns at {start}-{end} are not all {model._meta.label}'s")
+    attnames = [field.attname for field in fields]
+    return Part(model, slice(start, end), attnames, attnames.index(model._meta.pk.attname), **relation)
 
 
 _threads = threading.local()
