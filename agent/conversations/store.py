@@ -191,7 +191,7 @@ def _inserted_fields() -> list[Any]:
 def column_of(model: type[Model], name: str) -> str:
     """The column a field of ``model`` is stored in."""
     field = model._meta.get_field(name)
-    assert isinstance(field, Field)  # not a relation's reverse side
+    assert isinstance(field, Field) and field.column  # a column of its own, not a relation's reverse side
     return field.column
 
 
