@@ -15,10 +15,8 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
-import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -30,11 +28,10 @@ from django.conf import settings
 from agent.conf import agent_settings
 from tests.support.live_site import Visitor, frames_until, log_tail, next_frame, start, stop, wait_for_port
 from tests.support.model_server import answer, tool_calls
+from tests.support.packaging import ROOT, pip_env, run, source_copy
 from tests.support.readme import Step, steps
 from tests.support.waiting import free_port, wait_until
 
-ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ["agent", "pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md"]
 SITE_FILES = {
     "mysite/settings.py",
     "mysite/asgi.py",
@@ -45,7 +42,6 @@ SITE_FILES = {
     "todo/models.py",
     "todo/tools.py",
 }
-PIP_CACHE = Path(os.environ.get("PIP_CACHE_DIR") or Path.home() / ".cache" / "pip")
 README_QUEUE = "agent"  # the queue the README's settings name and its worker takes
 USER, PASSWORD = "alice", "a-long-test-password-1"
 ADMIN, ADMIN_PASSWORD = "admin", "a-long-admin-password-1"
@@ -131,14 +127,8 @@ def test_a_site_set_up_as_the_readme_says_carries_a_turn_through_a_read_and_a_co
 
 
 def build_wheel(dist: Path) -> Path:
-    """The wheel, built from a copy of what it is made of (a stale build/ in the tree cannot leak in)."""
-    source = dist.parent / "source"
-    for name in SOURCES:
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        else:
-            source.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, source / name)
+    """The wheel, built from a copy of what it is made of."""
+    source = source_copy(dist.parent / "source")
     run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(source)], env=pip_env())
     (wheel,) = dist.glob("django_agent-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
@@ -157,25 +147,24 @@ def _shipped(path: Path) -> bool:
 
 
 def make_venv(venv: Path, wheel: Path) -> Path:
-    """A new venv (no system site-packages) with the wheel and its dependencies from the package index.
+    """A new venv (no system site-packages) with the wheel and its dependencies from the package index,
+    and what else the README's install command names (a psycopg build).
 
     This venv's pip installs into it (``--python``): the new one needs no pip of its own, and
     skipping ensurepip and byte-compiling saves most of a minute.
     """
     run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     python = venv / "bin" / "python"
-    run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-compile", str(wheel)],
-        env=pip_env(),
-    )
+    install = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-compile"]
+    run([*install, str(wheel), *readme_install_extras()], env=pip_env())
     return python
 
 
-def pip_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "DJANGO_", "VIRTUAL_ENV"))} | {
-        "PIP_CACHE_DIR": str(PIP_CACHE),
-        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-    }
+def readme_install_extras() -> list[str]:
+    """What the README's install command installs beside the package."""
+    commands = re.findall(r"^python -m pip install django-agent\b(.*)$", (ROOT / "README.md").read_text(), re.M)
+    assert commands, "the README no longer says `python -m pip install django-agent ...`"
+    return shlex.split(commands[0])
 
 
 # -- the site -----------------------------------------------------------------------------
@@ -316,18 +305,6 @@ site.save()
             "print(json.dumps(list(Task.objects.values_list('title', 'owner__username'))))",
         )
         return json.loads(out.strip().splitlines()[-1])
-
-
-def run(
-    args: list[str], *, cwd: Path | None = None, env: dict[str, str] | None = None, stdin: str | None = None
-) -> str:
-    started = time.monotonic()
-    result = subprocess.run(args, cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=240)
-    assert result.returncode == 0, (
-        f"{shlex.join(args)} exited with {result.returncode} after {time.monotonic() - started:.0f} s:\n"
-        f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    )
-    return result.stdout
 
 
 # -- the page's websocket and the admin --------------------------------------------------------
