@@ -1,4 +1,5 @@
-"""The JSON API's one request/response helper: the session, the language, the CSRF check and the error contract.
+"""The JSON API's one request/response helper: the session, the language, the CSRF check and the error contract;
+and the pages' strict Content-Security-Policy.
 
 Every API view is wrapped in ``api``: it gets the session ref and whether the
 session is impersonated, runs in the user's language, and whatever it raises
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 from functools import wraps
+from importlib import import_module
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
@@ -28,6 +30,37 @@ from django.views.decorators.csrf import csrf_exempt
 from .. import errors
 from ..access import SessionRef, is_impersonated, language_for
 from ..models import UserSettings
+
+POLICY_DIRECTIVES: dict[str, list[str]] = {
+    "default-src": ["'self'"],
+    "script-src": ["'self'"],
+    "style-src": ["'self'"],
+    "img-src": ["'self'", "data:"],
+    "connect-src": ["'self'", "ws:", "wss:"],
+    "frame-ancestors": ["'none'"],
+    "base-uri": ["'none'"],
+    "form-action": ["'self'"],
+    "object-src": ["'none'"],
+}
+"""The assistant's pages' policy: no inline script or style; in the form of Django's ``SECURE_CSP``."""
+
+POLICY = "; ".join(f"{directive} {' '.join(sources)}" for directive, sources in POLICY_DIRECTIVES.items())
+
+
+def strict_policy(view: Callable[..., Any]) -> Callable[..., Any]:
+    """A page that keeps the assistant's policy where the site turns on Django's own CSP (Django 6+).
+
+    Django's ``ContentSecurityPolicyMiddleware`` then sends this policy on the page in
+    place of the site's ``SECURE_CSP``, and no ``SECURE_CSP_REPORT_ONLY`` policy beside it,
+    wherever either middleware stands in ``MIDDLEWARE``. On Django 5.2 the view is
+    unchanged: ``agent.middleware.ContentSecurityPolicyMiddleware`` sets the policy.
+    """
+    try:
+        csp = import_module("django.views.decorators.csp")
+    except ImportError:
+        return view
+    return csp.csp_report_only_override({})(csp.csp_override(POLICY_DIRECTIVES)(view))
+
 
 INVALID_STATUS = {"file_too_large": 413, "unsupported_type": 415, "too_many_files": 409, "voice_too_large": 413}
 """Invalid input answered with a status of its own: a file's size, type or count; a recording's size."""

@@ -6,14 +6,15 @@ from typing import Callable
 
 from django.http import HttpRequest, HttpResponse
 
-POLICY = (
-    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self' ws: wss:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'; object-src 'none'"
-)
+from .http import POLICY
 
 
 class ContentSecurityPolicyMiddleware:
-    """Sets the policy on the assistant's pages (``agent:*``) unless a site sets its own."""
+    """Sets the policy on the assistant's pages (``agent:*``) unless a site sets its own.
+
+    Beside Django's own ``ContentSecurityPolicyMiddleware`` (Django 6+), in either order, the
+    assistant's pages get one policy, this one (``http.strict_policy``); the site's other pages
+    get the site's."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response

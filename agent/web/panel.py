@@ -17,7 +17,7 @@ from ..access import TELEGRAM_PERMISSION, Scope, SessionRef, authorize_session, 
 from ..conf import agent_settings
 from ..mcp import tokens
 from ..telegram import bot
-from .http import api, read_body, unavailable
+from .http import api, read_body, strict_policy, unavailable
 
 
 @require_http_methods(["GET", "POST"])
@@ -86,6 +86,7 @@ def _telegram(scope: Scope) -> dict[str, Any]:
     }
 
 
+@strict_policy
 @login_required
 @require_GET
 def page(request: HttpRequest) -> HttpResponse:

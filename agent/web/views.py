@@ -26,7 +26,7 @@ from ..file_kinds import extensions_for
 from ..models import UserSettings
 from ..telegram import bot
 from .consumers import CLOSE_CODES, WEBSOCKET_PATH
-from .http import api, page_language, read_body, unavailable
+from .http import api, page_language, read_body, strict_policy, unavailable
 from .rendering import page_view
 
 PLACEHOLDER_ID = "00000000-0000-0000-0000-000000000000"
@@ -37,6 +37,7 @@ SESSION_CODES = tuple(refusal.code for refusal in errors.SESSION_REFUSALS if ref
 check names its own codes, which the page cannot know ahead)."""
 
 
+@strict_policy
 @login_required
 @require_GET
 def chat(request: HttpRequest, conversation_id: Any = None) -> HttpResponse:
