@@ -13,12 +13,14 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from . import quotas
-from .access import Actor, authorize_session
+from .access import Actor, Scope, authorize_session
 from .ai import endpoints, limits, providers
 from .conf import agent_settings
 from .models import AgentSettings, Endpoint, UserSettings
+from .tools.executor import visible_for
 
 WRITABLE = ("instructions", "language", "endpoint", "picture_endpoint", "speech_endpoint")
 """The keys ``update`` reads; every other key is ignored."""
@@ -30,7 +32,7 @@ def panel(ref: Actor, *, impersonated: bool) -> dict[str, Any]:
     """The panel's data: the models in effect and where each comes from, the models the user may
     pick, their instructions and language, their usage against the caps, and their quotas."""
     scope = authorize_session(ref, impersonated=impersonated)
-    return _view(scope.user, scope.user_settings)
+    return _view(scope, scope.user_settings)
 
 
 def update(ref: Actor, attrs: Any, *, impersonated: bool) -> dict[str, Any]:
@@ -55,7 +57,7 @@ def update(ref: Actor, attrs: Any, *, impersonated: bool) -> dict[str, Any]:
         if errors:
             raise ValidationError(errors)
         own.save()
-    return _view(scope.user, own)
+    return _view(scope, own)
 
 
 def _apply(own: UserSettings, key: str, value: Any, site: AgentSettings) -> None:
@@ -98,7 +100,9 @@ def _pick(own: UserSettings, field: str, value: Any, site: AgentSettings) -> Non
     setattr(own, f"{field}_set_by", UserSettings.SetBy.USER)
 
 
-def _view(user: Any, own: UserSettings | None) -> dict[str, Any]:
+def _view(scope: Scope, own: UserSettings | None) -> dict[str, Any]:
+    user = scope.user
+    tools = len(visible_for(scope))
     site = AgentSettings.current()
     choices = endpoints.chosen(user, user_settings=own)
     pickable = list(site.selectable_endpoints.filter(enabled=True).order_by("name"))
@@ -129,6 +133,15 @@ def _view(user: Any, own: UserSettings | None) -> dict[str, Any]:
             if s.limit != limits.COST_SITE or s.reached  # the site's cap shows only when it stops this user
         ],
         "quotas": [{**q.params(), "reached": q.reached, "text": quotas.panel_text(q)} for q in quotas.usage(user.pk)],
+        "tools": {
+            "count": tools,
+            "text": ngettext(
+                "The assistant can use %(count)d tool of this site for you.",
+                "The assistant can use %(count)d tools of this site for you.",
+                tools,
+            )
+            % {"count": tools},
+        },
     }
 
 

@@ -93,6 +93,18 @@ WEBHOOK_SECRET = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
 """What Telegram accepts as a webhook's secret token."""
 
 
+class _OptionalFunction(Rule):
+    def problems(self, name: str, value: Any) -> list[str]:
+        if value is None:
+            return []
+        if not isinstance(value, str) or _importable(value):
+            return [f"AGENT[{name!r}] names {value!r}, which cannot be imported."]
+        return [] if callable(import_string(value)) else [f"AGENT[{name!r}] names {value!r}, which is not callable."]
+
+
+NONE_OR_FUNCTION = _OptionalFunction("agent.E006", "None or the dotted path of a function", lambda value: True)
+
+
 class _TelegramRule(Rule):
     def problems(self, name: str, value: Any) -> list[str]:
         if value is None:
@@ -176,6 +188,10 @@ class AgentConf:
     TOOL_RESULT_CHARS = _Setting[int](8_000, POSITIVE)
     MAX_TOOL_ROUNDS = _Setting[int](8, POSITIVE)
     MAX_TOOL_CALLS_PER_ROUND = _Setting[int](10, POSITIVE)
+    TOOLS_INLINE_MAX = _Setting[int](20, POSITIVE)  # past this many visible tools, a call carries the best-ranked
+    TOOLS_INLINE_BYTES = _Setting[int](16_000, POSITIVE)  # the most bytes of tool definitions a model call carries
+    TOOLS_RANK_CHARS = _Setting[int](2_000, POSITIVE)  # of the chat, newest first, that ranks the tools offered
+    TOOL_RANKER = _Setting["str | None"](None, NONE_OR_FUNCTION)  # a site's own rank(scope, text, *, limit)
     TURN_DEADLINE_S = _Setting[int](180, POSITIVE)
     STOP_GRACE_S = _Setting[int](10, POSITIVE)
     LOCK_LEASE_S = _Setting[int](30, POSITIVE)

@@ -16,6 +16,7 @@ from ..ai import AIError, complete, limits, providers
 from ..ai import endpoints as endpoint_rules
 from ..conf import agent_settings
 from ..models import AgentSettings, Endpoint, UserSettings
+from ..tools import catalogue
 from .permissions import (
     SITE_ENDPOINT_FIELDS,
     USER_ENDPOINT_FIELDS,
@@ -237,9 +238,23 @@ class AgentSettingsAdmin(ManageAgentMixin, admin.ModelAdmin):
 class UserSettingsAdmin(ManageAgentMixin, admin.ModelAdmin):
     """A user's own instructions are theirs: never editable here, shown to content readers only."""
 
-    list_display = ["user", "enabled", "language", "endpoint_in_effect", "daily_cost_cap", "daily_turns_cap"]
+    list_display = [
+        "user",
+        "enabled",
+        "language",
+        "endpoint_in_effect",
+        "tools_count",
+        "daily_cost_cap",
+        "daily_turns_cap",
+    ]
     exclude = ["instructions", "speech_endpoint_set_by"]
-    readonly_fields = ["endpoint_in_effect", "picture_endpoint_in_effect", "speech_endpoint_in_effect", "limits_now"]
+    readonly_fields = [
+        "endpoint_in_effect",
+        "picture_endpoint_in_effect",
+        "speech_endpoint_in_effect",
+        "tools_count",
+        "limits_now",
+    ]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         """A personal endpoint is for ``agent.manage_endpoints`` holders to set."""
@@ -266,6 +281,11 @@ class UserSettingsAdmin(ManageAgentMixin, admin.ModelAdmin):
     @admin.display(description=_("speech endpoint in effect"))
     def speech_endpoint_in_effect(self, obj: UserSettings) -> str:
         return choice_label(endpoint_rules.speech(obj.user, user_settings=obj))
+
+    @admin.display(description=_("tools"))
+    def tools_count(self, obj: UserSettings) -> int | str:
+        """How many of the site's tools the user may use now, by their rights: what a turn of theirs sees."""
+        return catalogue.count_for(obj.user) if obj.pk is not None else "—"
 
     @admin.display(description=_("limits now"))
     def limits_now(self, obj: UserSettings) -> str:

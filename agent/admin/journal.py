@@ -34,6 +34,8 @@ class AIRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
         "output_tokens",
         "cost_usd",
         "latency_ms",
+        "tools_offered",
+        "tools_bytes",
     ]
     list_filter = ["status", "source", "task", "error_code"]
     search_fields = ["user__username", "model"]

@@ -208,6 +208,8 @@ JOURNAL_COLUMNS = {
     "output_tokens": "output_tokens",
     "cost_usd": "cost_usd",
     "latency_ms": "latency_ms",
+    "tools_offered": "tools_offered",
+    "tools_bytes": "tools_bytes",
     "admission": "admission",
 }
 """The export's columns and the fields they read: never captured content, attribution, or anything

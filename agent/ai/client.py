@@ -125,6 +125,8 @@ def complete(
         "admission": admission or "",
         "attribution": attribution or {},
         "model": getattr(endpoint, "model", "") or "",
+        "tools_offered": len(tools or ()),
+        "tools_bytes": len(json.dumps(tools)) if tools else 0,  # as the runner's budget counts them
     }
     if endpoint is None:
         raise journal_failure(journal, AIError("endpoint_not_configured"))

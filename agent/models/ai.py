@@ -77,6 +77,8 @@ class AIRequest(models.Model):
     cost_usd = models.DecimalField(max_digits=14, decimal_places=8, default=Decimal(0))
     latency_ms = models.PositiveIntegerField(default=0)
     audio_seconds = models.PositiveIntegerField(default=0)  # of a transcription: the speech's length
+    tools_offered = models.PositiveIntegerField(default=0)  # tool definitions the call carried
+    tools_bytes = models.PositiveIntegerField(default=0)  # their size as JSON
     status = models.CharField(max_length=16, choices=Status.choices)
     error_code = models.CharField(max_length=50, blank=True)
     http_status = models.PositiveSmallIntegerField(null=True, blank=True)

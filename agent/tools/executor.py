@@ -33,6 +33,19 @@ def visible_for(scope: Scope, allow: Collection[str] | Literal["all"] = "all") -
     return visible
 
 
+def refused_arguments(tool: Tool, args: Any) -> ToolResult | None:
+    """The ``invalid_arguments`` result for arguments ``tool``'s schema refuses; None when it takes them."""
+    if not isinstance(args, dict):
+        return ToolResult(
+            "invalid_arguments", {"error": "invalid_arguments", "details": ["arguments must be an object"]}
+        )
+    problems = sorted(tool.validator.iter_errors(args), key=lambda e: list(e.path))
+    if problems:
+        details = [f"{'/'.join(map(str, e.path)) or '(root)'}: {e.message}" for e in problems[:5]]
+        return ToolResult("invalid_arguments", {"error": "invalid_arguments", "details": details})
+    return None
+
+
 def execute_as(
     scope: Scope,
     name: str,
@@ -48,14 +61,9 @@ def execute_as(
     tool = next((t for t in visible_for(scope, allow) if t.name == name), None)
     if tool is None:
         return ToolResult("denied", {"error": "not_available", "message": _("This tool is not available.")})
-    if not isinstance(args, dict):
-        return ToolResult(
-            "invalid_arguments", {"error": "invalid_arguments", "details": ["arguments must be an object"]}
-        )
-    problems = sorted(tool.validator.iter_errors(args), key=lambda e: list(e.path))
-    if problems:
-        details = [f"{'/'.join(map(str, e.path)) or '(root)'}: {e.message}" for e in problems[:5]]
-        return ToolResult("invalid_arguments", {"error": "invalid_arguments", "details": details})
+    wrong = refused_arguments(tool, args)
+    if wrong is not None:
+        return wrong
     ctx = ToolContext(scope.user, scope, chat, getattr(turn, "pk", None), scope.language)
     try:
         if tool.validate is not None:

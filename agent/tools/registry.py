@@ -23,6 +23,9 @@ from ..conf import agent_settings
 from .requests import live_request
 
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+FIND_TOOLS = "find_tools"
+"""The assistant's own tool that searches a user's tools when they are too many to send; no site's
+tool takes its name."""
 EMPTY_OBJECT = {"type": "object", "properties": {}, "additionalProperties": False}
 
 
@@ -150,6 +153,8 @@ class Registry:
         self._tools: dict[str, Tool] = {}
 
     def register(self, tool: Tool) -> Tool:
+        if tool.name == FIND_TOOLS:
+            raise ImproperlyConfigured(f"{FIND_TOOLS!r} is the assistant's own tool; name the agent tool otherwise.")
         if tool.name in self._tools and self._tools[tool.name].func is not tool.func:
             raise ImproperlyConfigured(f"Two agent tools are named {tool.name!r}.")
         self._tools[tool.name] = tool

@@ -37,7 +37,8 @@ from ..conversations.store import GateClosed, RidingCheck, append_checked
 from ..errors import Forbidden, NotFound, Refusal
 from ..models import AgentSettings, AIRequest, Confirmation, Conversation, Lock, Message, Turn
 from ..statements import Columns, slot
-from ..tools import execute_as, registry, visible_for
+from ..tools import catalogue, execute_as, registry, visible_for
+from ..tools.registry import FIND_TOOLS
 from . import history, locks, monitor, stream, versions
 from .prompt import system_prompt
 
@@ -178,6 +179,7 @@ class TurnRunner:
         self.accepted = Accepted()  # the session data and password hash this turn's checks passed
         # what the check that rode with the last store read, for the next step: judged, or still to judge
         self.checked: Scope | tuple[Check, Any] | None = None
+        self.kept_tools: list[str] = []  # found or called this turn: offered in its later rounds
 
     # -- the turn ----------------------------------------------------------------
 
@@ -220,7 +222,7 @@ class TurnRunner:
     def round(self, scope: Scope, number: int, *, last: bool) -> bool:
         """One model call and its tool calls; False when the turn is over."""
         tools_allowed = not last and self.adapter is not None and self.adapter.takes_tools()
-        shown = visible_for(scope, allow="all") if tools_allowed else []
+        shown = catalogue.offer(scope, self.ranking_text(), keep=self.kept_tools) if tools_allowed else []
         answer_id = uuid.uuid4()
         followers = stream.followers(self.turn, answer_id)  # front ends besides the page that show the draft
         draft = stream.Draft(self.turn.conversation_id, self.turn.pk, number, check=self.verify, followers=followers)
@@ -287,7 +289,7 @@ class TurnRunner:
             is_write = tool is not None and tool.kind == "write"
             if index >= agent_settings.MAX_TOOL_CALLS_PER_ROUND:
                 outcome, result, card = "denied", _denied(_("Too many tool calls in one answer.")), None
-            elif call.name not in shown or not visible_for(scope, allow=[call.name]):
+            elif not self.may_call(scope, call.name, shown):
                 outcome, result, card = "denied", _denied(_("This tool is not available.")), None
             elif waiting:
                 reason = _("Confirm the earlier change first.") if is_write else _("Held for confirmation.")
@@ -303,6 +305,14 @@ class TurnRunner:
             self._store_result(call, outcome, result, card, answer, number, check=then)
         return waiting
 
+    @staticmethod
+    def may_call(scope: Scope, name: str, shown: set[str]) -> bool:
+        """Whether a call reaches its tool: in a round that offered tools, any tool the user may use
+        now (a search found it, or the model knew it), and ``find_tools`` where it was offered."""
+        if not shown:
+            return False
+        return name in shown if name == FIND_TOOLS else bool(visible_for(scope, allow=[name]))
+
     def execute(self, scope: Scope, call: ToolCall) -> tuple[str, Any, Any]:
         """Run one call; a write only inside the caller's fenced transaction, so its card is stored
         while the turn holds the chat and together with the tool message that names it."""
@@ -310,6 +320,11 @@ class TurnRunner:
             args = json.loads(call.arguments) if call.arguments.strip() else {}
         except ValueError:
             return "invalid_arguments", {"error": "invalid_arguments", "details": ["arguments are not JSON"]}, None
+        if call.name == FIND_TOOLS:
+            found = catalogue.find_tools(scope, args)
+            self.kept_tools += [t["name"] for t in found.result.get("tools", [])] if found.outcome == "ok" else []
+            return found.outcome, found.result, None
+        self.kept_tools.append(call.name)
         result = execute_as(
             scope,
             call.name,
@@ -323,6 +338,20 @@ class TurnRunner:
         return result.outcome, result.result, result.confirmation
 
     # -- the request -------------------------------------------------------------
+
+    def ranking_text(self) -> str:
+        """What the tools offered are ranked for: the user's message, then the messages before it,
+        newest first, within ``TOOLS_RANK_CHARS``."""
+        room = agent_settings.TOOLS_RANK_CHARS
+        texts = [self.turn.text[:room]]
+        room -= len(texts[0])
+        for entry in reversed(self.history[:-1]):
+            if room <= 0:
+                break
+            content = entry["content"] if isinstance(entry.get("content"), str) else ""
+            texts.append(content[:room])
+            room -= len(texts[-1]) or 1
+        return "\n".join(texts)
 
     def request_messages(self, number: int) -> list[dict[str, Any]]:
         """System prompt, history, and this turn's messages with old results stubbed to fit."""

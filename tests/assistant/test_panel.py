@@ -252,3 +252,13 @@ def test_a_site_s_own_instructions_limit_is_the_only_one(ref: SessionRef, user: 
     assert UserSettings.objects.get(user=user).instructions == "y" * 6000
     with pytest.raises(ValidationError):
         assistant.update(ref, {"instructions": "y" * 6001}, impersonated=False)
+
+
+def test_the_panel_says_how_many_tools_the_assistant_may_use_for_the_user(
+    ref: SessionRef, user: Any, endpoint: Endpoint
+) -> None:
+    # the ``user`` fixture reads, adds and changes notes: the test site's three reads and three writes
+    assert assistant.panel(ref, impersonated=False)["tools"] == {
+        "count": 6,
+        "text": "The assistant can use 6 tools of this site for you.",
+    }

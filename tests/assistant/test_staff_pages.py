@@ -98,3 +98,26 @@ def test_the_user_list_marks_each_endpoint_personal_inherited_or_fallback(
     row = UserSettings.objects.get(endpoint=mine)
     detail = staff.get(reverse("admin:agent_usersettings_change", args=[row.pk])).content.decode()
     assert "cost_per_user" in detail and "turns_per_user" in detail
+
+
+def test_the_user_list_and_page_show_how_many_tools_each_user_may_use(staff: Client, make_user: Any) -> None:
+    # given: a user who may read notes (the test site's three note reads) and one who may not
+    reader = UserSettings.objects.create(user=make_user("notes.view_note"))
+    UserSettings.objects.create(user=make_user())
+    # when / then: a row per user, counted by their rights
+    body = staff.get(reverse("admin:agent_usersettings_changelist")).content.decode()
+    assert 'class="column-tools_count"' in body
+    assert '<td class="field-tools_count">3</td>' in body and '<td class="field-tools_count">0</td>' in body
+    detail = staff.get(reverse("admin:agent_usersettings_change", args=[reader.pk])).content.decode()
+    assert "field-tools_count" in detail
+
+
+def test_the_journal_list_and_export_show_the_tools_a_call_carried(
+    staff: Client, user: Any, endpoint: Endpoint
+) -> None:
+    today = journal(user, endpoint, tools_offered=17, tools_bytes=15_321).created_at.date().isoformat()
+    body = staff.get(reverse("admin:agent_airequest_changelist")).content.decode()
+    assert '<td class="field-tools_offered">17</td>' in body and "15321" in body
+    response = staff.get(reverse("admin:agent_airequest_export"), {"start": today, "end": today})
+    (row,) = csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode()))
+    assert (row["tools_offered"], row["tools_bytes"]) == ("17", "15321")

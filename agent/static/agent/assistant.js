@@ -40,6 +40,7 @@ const ui = {
   saved: $("saved"),
   usage: $("usage"),
   quotas: $("quotas"),
+  tools: $("tools"),
 };
 const FIELDS = ["endpoint", "picture_endpoint", "speech_endpoint", "instructions", "language", "__all__"];
 let maxInstructions = config.max_instructions;
@@ -276,6 +277,7 @@ function render(data) {
   renderLanguage(data.languages, data.language);
   renderUsage(data.usage);
   renderQuotas(data.quotas);
+  ui.tools.textContent = data.tools.text; // in the user's language from the server
   renderTelegram(data.telegram);
   renderMcp(data.mcp);
   showCount();
