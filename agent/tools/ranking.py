@@ -2,10 +2,12 @@
 
 Local and deterministic: no network, no model. A tool's words are its name, its title and
 description (in the user's language and in English, where the site translates them) and its
-parameters' names and descriptions. Stems come from small suffix strippers for English and
-Russian and a prefix for other languages (Estonian's four letters), so "feedings", "feeding"
-and "кормления", "кормление" meet. A few action words (add, change, delete, show) and their
-Russian and Estonian forms share a concept, so "добавь" finds a tool named ``*_create``.
+parameters' names, descriptions and choices. Stems come from small suffix strippers for English
+and Russian (a Russian stem is kept to five letters, so "ребёнок" meets "ребёнка") and the first
+letters of a word in other languages (four for Estonian), so "feedings" meets "feeding" and
+"кормления" meets "кормление". A few action words ("add", "change", "delete", "show", "how many")
+and their Russian and Estonian forms stand for the action they ask for, so "добавь" finds a tool
+named ``*_create``.
 
 The index of a set of tools is built once and kept (``INDEXES`` of them, the least recently
 used dropped), so ranking a thousand tools costs a dictionary walk over the query's stems.
@@ -81,7 +83,8 @@ def _russian(word: str) -> str:
         if word.endswith(ending) and len(word) - len(ending) >= 3:
             word = word[: -len(ending)]
             break
-    return word[:-1] if word.endswith(("ь", "и")) and len(word) > 3 else word
+    word = word[:-1] if word.endswith(("ь", "и")) and len(word) > 3 else word
+    return word[:5]  # "ребёнок", "ребёнка": a vowel that comes and goes inside the stem
 
 
 def _prefix(length: int) -> Callable[[str], str]:
@@ -102,46 +105,52 @@ def stem(word: str, language: str) -> str:
 
 _STOP = set(
     """a an and the of to for in on at by with from is are be it its this that these those i me my we our you your
-    please can could would will do does did what which who how any some one all there have has
-    я мне мой моя мои моё мы нам наш ты вы ваш и в во на по с со к о об из за для от до это этот эта эти что как
-    пожалуйста мне ли же бы не нет да
-    ma mina mu minu me meie sa sina te teie ja ning on see need mis kuidas palun""".split()
+    please can could would will do does one there have has he she him her his they them
+    я мне мой моя мои моё мы нам наш ты вы ваш и в во на по с со к о об из за для от до это этот эта эти
+    пожалуйста ли же бы не нет да он она его её ее они их
+    ma mina mu minu me meie sa sina te teie ja ning on see need palun""".split()
 )
 
 _CONCEPTS = {
-    "~create": """create add new record log register enter insert make
+    "~create": """create add new record log register enter insert make save start
         добавь добавить добавьте добавлю создай создать создайте новый новая новое новую запиши записать запишите
-        внеси внести отметь отметить зарегистрируй
+        внеси внести отметь отметить зарегистрируй сохрани сохранить сохраните
         lisa lisada lisage loo luua uus salvesta kirjuta märgi""",
     "~update": """update change edit modify correct fix set rename adjust replace partial
         измени изменить измените поменяй поменять исправь исправить исправьте обнови обновить отредактируй
-        редактировать замени заменить поправь поправить
+        редактировать замени заменить поправь поправить переименуй
         muuda muuta muutke paranda parandada uuenda uuendada""",
     "~delete": """delete remove destroy erase drop
         удали удалить удалите убери убрать сотри стереть
         kustuta kustutada kustutage eemalda eemaldada""",
-    "~list": """list all every search find filter many which recent latest history
-        список все всех найди найти найдите поиск сколько какие история
-        loetelu nimekiri kõik leia leida otsi otsida mitu""",
-    "~read": """show get view display see read retrieve look lookup open detail details
-        покажи показать покажите посмотри посмотреть открой открыть прочитай прочитать подробно
-        näita näidata näidake vaata vaadata ava loe""",
+    "~list": """list all every search find filter many much which what how when recent history were was did
+        список все всех найди найти найдите поиск сколько какие какой какая каких что как когда история был была были
+        loetelu nimekiri kõik leia leida otsi otsida mitu palju millal milline mis kui""",
+    "~read": """get read retrieve open detail details
+        открой открыть прочитай прочитать подробно
+        ava loe""",
+    "~read ~list": """show view display see look lookup
+        покажи показать покажите посмотри посмотреть
+        näita näidata näidake vaata vaadata""",
 }
+"""Action words by what they ask for. A request's word may ask for two ("show": one record, or a
+list); a tool's own word says the first only ("Show a feeding" reads one)."""
 
 
 @lru_cache(maxsize=8)
-def _concepts(language: str) -> dict[str, str]:
-    """Each concept word's stems (by the language's rules and by English's) to its concept."""
-    found = {}
-    for concept, words in _CONCEPTS.items():
+def _concepts(language: str) -> dict[str, tuple[str, ...]]:
+    """Each concept word's stems (by the language's rules and by English's) to its concepts."""
+    found: dict[str, tuple[str, ...]] = {}
+    for concepts, words in _CONCEPTS.items():
         for word in words.split():
-            found[stem(word, language)] = concept
-            found[stem(word, "en")] = concept
+            for root in {stem(word, language), stem(word, "en")}:
+                found[root] = tuple(dict.fromkeys((*found.get(root, ()), *concepts.split())))
     return found
 
 
-def stems(text: str, language: str) -> list[str]:
-    """The text's stems, stop words left out, each followed by its concept where it has one."""
+def stems(text: str, language: str, *, request: bool = True) -> list[str]:
+    """The text's stems, stop words left out, each followed by its concepts where it has any (a
+    tool's words, ``request=False``: its first concept only)."""
     concepts = _concepts(language[:2])
     found = []
     for word in WORD.findall(CAMEL.sub(" ", text).lower()):
@@ -149,8 +158,7 @@ def stems(text: str, language: str) -> list[str]:
             continue
         root = stem(word, language)
         found.append(root)
-        if root in concepts:
-            found.append(concepts[root])
+        found += concepts.get(root, ())[: None if request else 1]
     return found
 
 
@@ -158,20 +166,41 @@ def stems(text: str, language: str) -> list[str]:
 
 
 def _fields(tool: Any) -> list[tuple[str, str]]:
-    """The tool's words by field, in the active language."""
+    """The tool's words by field, in the active language: its parameters' names, descriptions and
+    choices too."""
     fields = [("name", tool.name.replace("_", " ").replace("-", " ")), ("description", str(tool.description))]
     if tool.title:
         fields.append(("title", str(tool.title)))
     for name, schema in (tool.parameters.get("properties") or {}).items():
         fields.append(("parameter", name.replace("_", " ")))
-        if isinstance(schema, dict) and isinstance(schema.get("description"), str):
-            fields.append(("parameter", schema["description"]))
+        if isinstance(schema, dict):
+            words = [
+                schema.get("description"),
+                *(schema.get("enum") or ()),
+                *(schema.get("items", {}).get("enum") or ()),
+            ]
+            fields += [("parameter", word) for word in words if isinstance(word, str)]
     return fields
 
 
-def _document(tool: Any, language: str) -> dict[str, float]:
-    """The tool's weighted stem counts: its English words, and where they differ, its words in ``language``."""
+_DOCUMENTS: dict[tuple[int, str], tuple[Any, dict[str, float], float]] = {}
+"""Each tool's document per language, with the tool itself (so its identity is never another's):
+a new set of tools (another user's rights) is indexed from them without reading a tool again."""
+
+
+def _document_of(tool: Any, language: str) -> tuple[dict[str, float], float]:
+    kept = _DOCUMENTS.get((id(tool), language))
+    if kept is None or kept[0] is not tool:
+        kept = _DOCUMENTS[id(tool), language] = (tool, *_document(tool, language))
+    return kept[1], kept[2]
+
+
+def _document(tool: Any, language: str) -> tuple[dict[str, float], float]:
+    """The tool's weighted stem counts (its English words, and where they differ, its words in
+    ``language``) and its length: of its name, title and description only, so that a tool is not
+    taken for a worse match for having many parameters."""
     weights: dict[str, float] = {}
+    length = 0.0
     with translation.override("en"):
         english = _fields(tool)
     readings = [(english, "en")]
@@ -181,9 +210,10 @@ def _document(tool: Any, language: str) -> dict[str, float]:
         readings.append(([f for f in own if f not in english], language))
     for fields, stems_language in readings:
         for field, text in fields:
-            for root in stems(text, stems_language):
+            for root in stems(text, stems_language, request=False):
                 weights[root] = weights.get(root, 0.0) + FIELD_WEIGHTS[field]
-    return weights
+                length += FIELD_WEIGHTS[field] if field != "parameter" else 0.0
+    return weights, length
 
 
 @dataclass(frozen=True)
@@ -197,8 +227,8 @@ class Index:
     @classmethod
     def build(cls, tools: Iterable[Any], language: str) -> Index:
         tools = sorted(tools, key=lambda tool: tool.name)
-        documents = [_document(tool, language) for tool in tools]
-        lengths = [sum(d.values()) for d in documents]
+        read = [_document_of(tool, language) for tool in tools]
+        documents, lengths = [d for d, _length in read], [length for _d, length in read]
         average = (sum(lengths) / len(lengths)) if lengths else 1.0
         frequency: dict[str, int] = {}
         for document in documents:

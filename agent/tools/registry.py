@@ -151,6 +151,7 @@ def compute_fingerprint(tool: Tool, ctx: ToolContext, args: dict[str, Any], prev
 class Registry:
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
+        self._by_name: tuple[Tool, ...] | None = None  # sorted once per change: a turn's every round reads it
 
     def register(self, tool: Tool) -> Tool:
         if tool.name == FIND_TOOLS:
@@ -158,18 +159,22 @@ class Registry:
         if tool.name in self._tools and self._tools[tool.name].func is not tool.func:
             raise ImproperlyConfigured(f"Two agent tools are named {tool.name!r}.")
         self._tools[tool.name] = tool
+        self._by_name = None
         if tool.permission:
             read_with_scope(tool.permission)
         return tool
 
     def unregister(self, name: str) -> None:
         self._tools.pop(name, None)
+        self._by_name = None
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 
     def all(self) -> list[Tool]:
-        return sorted(self._tools.values(), key=lambda t: t.name)
+        if self._by_name is None:
+            self._by_name = tuple(sorted(self._tools.values(), key=lambda t: t.name))
+        return list(self._by_name)
 
     def autodiscover(self) -> None:
         autodiscover_modules("tools")

@@ -83,7 +83,7 @@ def test_a_turn_finds_a_tool_not_offered_with_find_tools_and_runs_it(
         answer("Two baths."),
     )
     # when
-    run(ref, chat, "How often was she washed this week?")
+    run(ref, chat, "Keep track of her washing")
     first, second, third = model_server.requests
     # then: the first request did not carry it, find_tools found it, the next round offered it and it ran
     assert "bath_list" not in tool_names(first)
