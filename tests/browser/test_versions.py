@@ -7,7 +7,7 @@ from playwright.sync_api import expect
 
 from agent.models import Message
 from tests.support.browser import send, sign_in
-from tests.support.model_server import answer
+from tests.support.model_server import answer, tool_calls
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -70,3 +70,28 @@ def test_copy_puts_the_whole_message_on_the_clipboard(browser_context, tab, user
     assert tab.evaluate("navigator.clipboard.readText()") == "First line.\n\n**Second** line."
     tab.locator(".msg-user .msg-copy").click()
     assert tab.evaluate("navigator.clipboard.readText()") == "two lines please"
+
+
+def test_an_answer_after_a_tool_call_answered_again_keeps_its_earlier_version_in_reach(
+    tab, user, endpoint, model_server
+):
+    # given an answer the model gave after reading the notes
+    model_server.push(
+        tool_calls(("notes_search", {"query": "milk"})),
+        answer("No note mentions milk."),
+        tool_calls(("notes_search", {"query": "milk"})),
+        answer("Still none about milk."),
+    )
+    sign_in(tab, user)
+    send(tab, "any notes about milk?")
+    expect(tab.locator(".msg-assistant .bubble")).to_have_text(["No note mentions milk."])
+
+    # when it is answered again, through the tool again
+    tab.locator(".msg-assistant .msg-regenerate").click()
+
+    # then the new answer shows, with the turn's "< 2/2 >", and the arrow brings the first answer back
+    expect(tab.locator(".msg-assistant .bubble")).to_have_text(["Still none about milk."])
+    expect(tab.locator(".msg-versions-at")).to_have_text(["2/2"])
+    tab.locator(".msg-version-back").click()
+    expect(tab.locator(".msg-assistant .bubble")).to_have_text(["No note mentions milk."])
+    expect(tab.locator(".msg-versions-at")).to_have_text(["1/2"])

@@ -137,7 +137,9 @@ function insertInOrder(element, seq) {
 function messageElement(view) {
   if (view.role === "assistant") {
     if (!view.content) {
-      return null; // a step that only calls tools: the tool lines say what happened
+      // A step that only calls tools: the tool lines say what happened. When it has versions (an answer
+      // after a tool call, answered again), the turn's versions begin here: it shows their "< i/n >" alone.
+      return view.versions ? versionsOnly() : null;
     }
     const element = bubble("assistant");
     const body = element.querySelector(".bubble");
@@ -265,6 +267,12 @@ export function refreshTimes() {
   ui.log.querySelectorAll("time.msg-time[datetime]").forEach((time) => {
     time.textContent = relativeText(new Date(time.dateTime));
   });
+}
+
+function versionsOnly() {
+  const element = document.createElement("div");
+  element.className = "msg msg-assistant msg-versions-only";
+  return element;
 }
 
 export function bubble(kind) {
