@@ -9,11 +9,13 @@ from typing import Any
 from django.utils.translation import gettext
 
 from .confirmations import editable_fields
-from .tools.registry import registry
+from .tools.registry import FIND_TOOLS, registry
 
 
 def tool_title(name: Any) -> str:
     """What a person calls a tool, in the active language: its declared title, else its name."""
+    if name == FIND_TOOLS:
+        return gettext("Look for tools")
     tool = registry.get(name) if isinstance(name, str) else None
     return tool.display_title() if tool is not None else str(name or "?")
 

@@ -10,6 +10,7 @@ for what it does not read.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any, Iterable
 
 from django.utils.module_loading import import_string
@@ -21,6 +22,8 @@ from ..conf import agent_settings
 from .executor import refused_arguments, visible_for
 from .ranking import lexical_rank
 from .registry import FIND_TOOLS, Tool, ToolResult
+
+logger = logging.getLogger(__name__)
 
 FOUND_AT_MOST = 20
 """The most tools one ``find_tools`` call may ask for: a page of names, never the whole catalogue."""
@@ -39,11 +42,17 @@ def rank(scope: Scope, text: str, *, limit: int) -> list[str]:
 
 
 def _ranked(scope: Scope, visible: list[Tool], text: str, limit: int) -> list[str]:
-    if agent_settings.TOOL_RANKER is None:
-        return lexical_rank(visible, text, language=scope.language, limit=limit)
-    names = {tool.name for tool in visible}
-    ranked = import_string(agent_settings.TOOL_RANKER)(scope, text, limit=limit)
-    return [name for name in dict.fromkeys(ranked) if name in names][:limit]
+    """The site's ranker where it names one, kept to ``visible``; where it fails (logged with its
+    traceback), the lexical ranker, so a turn never ends for a ranker's fault."""
+    if agent_settings.TOOL_RANKER is not None:
+        names = {tool.name for tool in visible}
+        try:
+            ranked = list(import_string(agent_settings.TOOL_RANKER)(scope, text, limit=limit))
+        except Exception:
+            logger.exception("AGENT['TOOL_RANKER'] failed; the tools are ranked by their words")
+        else:
+            return [name for name in dict.fromkeys(ranked) if isinstance(name, str) and name in names][:limit]
+    return lexical_rank(visible, text, language=scope.language, limit=limit)
 
 
 def count_for(user: Any) -> int:

@@ -99,6 +99,18 @@ def test_a_sites_own_ranker_is_used_within_the_users_tools(scope: Scope, declare
         assert rank(scope, "anything", limit=2) == ["notes_read", "notes_search"]
 
 
+def failing_ranker(scope: Scope, text: str, *, limit: int) -> list[str]:
+    raise ConnectionError("the embeddings service is down")
+
+
+def test_a_sites_ranker_that_fails_leaves_the_ranking_to_the_words(
+    scope: Scope, hundred: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    with agent_conf(TOOL_RANKER="tests.tools.test_ranking.failing_ranker"):
+        assert rank(scope, "delete the last temperature reading", limit=1) == ["temperature_destroy"]
+    assert "TOOL_RANKER" in caplog.text and "ConnectionError" in caplog.text
+
+
 @pytest.mark.parametrize("value", ["tests.tools.test_ranking.no_such_ranker", "tests.tools.test_ranking.NAMES", 7])
 def test_a_tool_ranker_that_is_no_function_fails_the_checks(value: Any) -> None:
     with agent_conf(TOOL_RANKER=value), pytest.raises(SystemCheckError, match="agent.E006"):

@@ -87,3 +87,9 @@ def test_a_step_carries_its_tool_title(labelled):
     view = page_view({"role": "tool", "tool_name": "t_card", "confirmation": None})
 
     assert view["tool_title"] == "Cancel" and view["confirmation"] is None
+
+
+def test_a_search_for_tools_reads_as_such_in_the_users_language():
+    with translation.override("ru"):
+        view = page_view({"role": "tool", "tool_name": "find_tools", "confirmation": None})
+    assert view["tool_title"] == "Поиск инструментов"
