@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Generic, TypeVar
 
 from django.conf import settings
+from django.utils.functional import Promise
 from django.utils.module_loading import import_string
+from django.utils.translation import gettext_lazy as _
 
 from .file_kinds import BY_TYPE, KINDS
 
@@ -34,6 +36,11 @@ def _int_at_least_zero(value: Any) -> bool:
 
 def _strings(value: Any) -> bool:
     return isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value)
+
+
+def _phrases(value: Any) -> bool:
+    """Sentences for the page: plain strings, or lazy translations (``gettext_lazy``)."""
+    return isinstance(value, (list, tuple)) and all(isinstance(item, (str, Promise)) for item in value)
 
 
 def _importable(value: Any) -> list[str]:
@@ -81,6 +88,7 @@ KEY_PREFIX = Rule(
 NONE_OR_AT_LEAST_ZERO = Rule("agent.E012", "None or an integer ≥ 0", lambda v: v is None or _int_at_least_zero(v))
 BOOLEAN = Rule("agent.E018", "True or False", lambda value: isinstance(value, bool))
 NAME = Rule("agent.E018", "a non-empty string", lambda value: isinstance(value, str) and bool(value.strip()))
+PHRASES = Rule("agent.E018", "a list of strings (or lazy translations)", _phrases)
 NONE_OR_NAME = Rule("agent.E018", "None or a non-empty string", lambda v: v is None or NAME.holds(v))
 KNOWN_TYPES = Rule(
     "agent.E018",
@@ -247,6 +255,10 @@ class AgentConf:
     PICTURE_MAX_PX = _Setting[int](1568, POSITIVE)
     UNLINKED_FILES_MAX_AGE_S = _Setting[int](24 * 3600, POSITIVE)
     LOGOUT_URL = _Setting["str | None"](None, NONE_OR_NAME)  # a URL name or path that signs out on POST
+    # buttons on an empty chat that fill the message box; [] shows none
+    STARTER_SUGGESTIONS = _Setting["list[str | Promise]"](
+        [_("What can you help me with?"), _("What can you look up for me?"), _("What can you change for me?")], PHRASES
+    )
     MAX_VOICE_S = _Setting[int](120, POSITIVE)  # the longest recording transcribed
     MAX_VOICE_BYTES = _Setting[int](25 * 1024 * 1024, POSITIVE)  # the largest recording taken
     TELEGRAM = _Setting["dict[str, Any] | None"](None, TELEGRAM_SETTINGS)  # None: the assistant is not in Telegram

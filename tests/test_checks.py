@@ -152,6 +152,8 @@ def test_an_api_key_env_prefix_of_the_sites_own_passes() -> None:
         ("LOGOUT_URL", 5),
         ("ACCEPTED_TYPES", ["text/plain", "application/x-msdownload"]),
         ("ACCEPTED_TYPES", "text/plain"),
+        ("STARTER_SUGGESTIONS", "Hello"),
+        ("STARTER_SUGGESTIONS", ["Hello", 1]),
     ],
     ids=repr,
 )

@@ -23,7 +23,7 @@ from ..ai import endpoints
 from ..assistant import choice_view
 from ..conf import agent_settings
 from ..file_kinds import extensions_for
-from ..models import UserSettings
+from ..models import Confirmation, UserSettings
 from ..telegram import bot
 from .consumers import CLOSE_CODES, WEBSOCKET_PATH
 from .http import api, page_language, read_body, strict_policy, unavailable
@@ -75,11 +75,13 @@ def page_config(open_conversation: str, *, voice_offered: bool = False) -> dict[
         "login_url": resolve_url(settings.LOGIN_URL),
         "messages_page": agent_settings.MESSAGES_PAGE,
         "history_chars": agent_settings.HISTORY_CHARS,
+        "attachment_text_chars": agent_settings.ATTACHMENT_TEXT_CHARS,
         "max_title_chars": agent_settings.MAX_TITLE_CHARS,
         "search_max_chars": conversations.SEARCH_MAX_CHARS,
         "max_file_bytes": agent_settings.MAX_FILE_BYTES,
         "max_files": agent_settings.MAX_FILES_PER_MESSAGE,
         "accepted_extensions": accepted_extensions(),
+        "suggestions": [str(phrase) for phrase in agent_settings.STARTER_SUGGESTIONS],
         "voice": voice_offered,
         "max_voice_s": agent_settings.MAX_VOICE_S,
         "session_codes": list(SESSION_CODES),
@@ -328,8 +330,17 @@ def version_switch(request: HttpRequest, ref: SessionRef, impersonated: bool, co
 def confirmation_confirm(
     request: HttpRequest, ref: SessionRef, impersonated: bool, confirmation_id: str
 ) -> dict[str, Any]:
+    """Confirm the card, with the user's ``edits`` if any. Edits its checks refuse are an answer, as a
+    Django form re-shown with its errors is: the card still waits and ``refused`` says why by field (a
+    200, so the page's console records no failure for what the user is expected to fix)."""
     edits = read_body(request).get("edits")
-    card = confirmations.confirm(ref, confirmation_id, impersonated=impersonated, edits=edits)
+    try:
+        card = confirmations.confirm(ref, confirmation_id, impersonated=impersonated, edits=edits)
+    except ValidationError as invalid:
+        if not edits:
+            raise
+        waiting = {"id": str(confirmation_id), "status": Confirmation.Status.WAITING.value, "edited": False}
+        return {"confirmation": waiting, "refused": errors.invalid_body(invalid)}
     return {"confirmation": {"id": str(card.pk), "status": card.status, "edited": bool(card.edits)}}
 
 

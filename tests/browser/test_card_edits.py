@@ -31,6 +31,8 @@ def test_the_user_fixes_the_models_title_on_the_card_and_every_tab_shows_the_edi
     model_server.push(answer("Hi."))
     propose_retitle(model_server, note, "Buy mlik!")
     sign_in(tab, user)
+    console_errors: list[str] = []
+    tab.on("console", lambda message: message.type == "error" and console_errors.append(message.text))
     send(tab, "hi")
     expect(tab.locator(".msg-assistant .bubble")).to_have_text("Hi.")
     other = browser_context.new_page()
@@ -60,6 +62,7 @@ def test_the_user_fixes_the_models_title_on_the_card_and_every_tab_shows_the_edi
     expect(card).to_have_attribute("data-status", "waiting")
     expect(title).to_have_value("BUY MILK")  # what the user typed stays to be fixed
     assert Note.objects.get(pk=note.pk).title == "Buy mlik"
+    assert console_errors == []  # a refusal the user is expected to fix is no failure of the page
 
     # when the user fixes it and confirms with Enter, the form's submit
     title.fill("Buy milk")

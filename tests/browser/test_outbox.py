@@ -39,11 +39,16 @@ def late_worker(django_db_setup: Any) -> Iterator[Callable[[], None]]:
         yield start
 
 
-def test_the_words_show_at_once_as_pending(tab, user, endpoint):
+def test_the_words_show_at_once_and_say_sending_only_until_the_server_took_them(tab, user, endpoint):
     sign_in(tab, user)
-    send(tab, "are you there?")
-    expect(tab.locator(".msg-outbox .bubble")).to_have_text("are you there?")
-    expect(tab.locator(".msg-outbox .outbox-status")).to_have_text("Sending…")
+    with tab.expect_response(re.compile(r"/send/$")) as sent:
+        send(tab, "are you there?")
+    assert sent.value.ok
+    # taken: its turn is queued, so "Sending…" goes at once, though no worker has stored the words yet
+    outbox = tab.locator(".msg-outbox")
+    expect(outbox.locator(".bubble")).to_have_text("are you there?")
+    expect(outbox).to_have_class(re.compile(r"\bmsg-outbox-taken\b"), timeout=1000)
+    expect(outbox.locator(".outbox-status")).to_have_count(0)
     expect(tab.locator("#composer-text")).to_have_value("")
     expect(tab.locator("#stop")).to_be_visible()
     expect(tab.locator(".msg-user")).to_have_count(0)  # queued: nothing is stored until a worker runs the turn

@@ -230,15 +230,17 @@ def test_an_edit_the_tool_refuses_as_denied_ends_the_card_failed(ref, checked_ca
     assert note.title == "Buy mlik"
 
 
-def test_the_api_answers_a_refused_edit_with_the_fields_messages_and_then_takes_a_good_one(session, card, note):
+def test_the_api_answers_a_refused_edit_as_a_card_still_waiting_with_the_fields_messages(session, card, note):
     client, _ref = session
     url = reverse("agent:confirmation_confirm", args=[card.pk])
 
     refused = client.post(url, {"edits": {"title": "BUY MILK"}}, content_type="application/json")
     done = client.post(url, {"edits": {"title": "Buy milk"}}, content_type="application/json")
 
-    assert refused.status_code == 400
-    assert refused.json()["fields"] == {"title": ["A title may not be all capitals."]}
+    # a refused edit is an answer the page expects (as an invalid form re-shown is): the card still waits
+    assert refused.status_code == 200
+    assert refused.json()["confirmation"] == {"id": str(card.pk), "status": "waiting", "edited": False}
+    assert refused.json()["refused"]["fields"] == {"title": ["A title may not be all capitals."]}
     assert done.status_code == 200 and done.json()["confirmation"] == {
         "id": str(card.pk),
         "status": "done",

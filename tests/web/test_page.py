@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from django.conf import settings
@@ -98,6 +99,29 @@ def test_the_config_s_sentences_are_the_server_s_in_the_user_s_language(user):
     with translation.override("ru"):
         assert config["messages"]["not_found"] == str(errors.NotFound().message)
     assert config["messages"]["not_found"] != "This chat is no longer there."
+
+
+def test_the_starter_suggestions_are_translated_defaults_or_the_site_s_own(user, settings):
+    UserSettings.objects.create(user=user, language="ru")
+    client, _ref = login(user)
+    html = client.get(reverse("agent:chat")).content.decode()
+    suggestions = page_config(html)["suggestions"]
+    assert suggestions[0] == "Чем ты можешь мне помочь?" and len(suggestions) == 3
+    assert re.findall(r'<button type="button" class="suggestion">(.*?)</button>', html) == suggestions
+
+    settings.AGENT = {**settings.AGENT, "STARTER_SUGGESTIONS": ["Show my notes"]}
+    assert page_config(client.get(reverse("agent:chat")).content.decode())["suggestions"] == ["Show my notes"]
+    settings.AGENT = {**settings.AGENT, "STARTER_SUGGESTIONS": []}
+    html = client.get(reverse("agent:chat")).content.decode()
+    assert page_config(html)["suggestions"] == [] and 'class="suggestions"' not in html
+
+
+def test_the_config_gives_how_much_of_a_file_the_model_reads(session, settings):
+    settings.AGENT = {**settings.AGENT, "HISTORY_CHARS": 9_000}
+    client, _ref = session
+    assert page_config(client.get(reverse("agent:chat")).content.decode())["attachment_text_chars"] == 9_000
+    settings.AGENT = {**settings.AGENT, "ATTACHMENT_TEXT_CHARS": 5_000}
+    assert page_config(client.get(reverse("agent:chat")).content.decode())["attachment_text_chars"] == 5_000
 
 
 def test_a_user_without_the_permission_sees_a_translated_refusal_page():

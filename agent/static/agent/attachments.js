@@ -10,7 +10,8 @@
  *   import { mountAttachments, renderFileChips } from "./attachments.js";
  *   const files = mountAttachments({ form, textarea, button, dropTarget, overlay, list, limits,
  *                                    pictureDialog });
- *   files.take([file]);             // attach files made on the page (a long paste as "pasted.txt")
+ *   files.take([file], {note});     // attach files made on the page (a long paste as "pasted.txt"),
+ *                                   // with a note its chip shows
  *   files.setConversation(id);      // when a chat opens (lists what waits in its composer)
  *   files.refresh();                // on the websocket's {"type": "attachment"} frame
  *   files.readyIds();               // the ids to send with the message (attachment_ids)
@@ -98,7 +99,7 @@ export function mountAttachments({
   const tray = new FileTray({
     list, limits, openConversation, onChange: () => onChange && onChange(files),
   });
-  const take = (picked) => tray.take(picked);
+  const take = (picked, extra) => tray.take(picked, extra);
   const input = fileInput(form || list, tray.limits.extensions);
   button.addEventListener("click", () => input.click());
   input.addEventListener("change", () => {

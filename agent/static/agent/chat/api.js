@@ -6,7 +6,7 @@
 import { announce, config, PLACEHOLDER, SESSION_CODES } from "./page.js";
 import { ApiError, request } from "../http.js";
 
-export { ApiError, csrfToken, errorText } from "../http.js";
+export { ApiError, csrfToken, errorText, refusal } from "../http.js";
 
 export function urlFor(name, id) {
   const pattern = config.urls[name];

@@ -4,7 +4,7 @@
  */
 
 import { state, ui } from "./page.js";
-import { api, errorText, urlFor } from "./api.js";
+import { api, errorText, refusal, urlFor } from "./api.js";
 
 function cardStatusText(status) {
   const texts = {
@@ -326,6 +326,9 @@ async function decide(confirmationId, action) {
   showCardStatus(element, "working");
   try {
     const data = await api("POST", urlFor(action, confirmationId), body);
+    if (data.refused) {
+      throw refusal(data.refused); // edits to fix: the card still waits
+    }
     if (data.confirmation.edited) {
       keepEdits(element, edits);
     }

@@ -185,11 +185,34 @@ export function showHeader(view) {
 
 let openedOnce = false; // the page's first chat takes the words kept for it
 
+/* A chat this page made for files that is left with nothing sent goes (its files with it), so no empty
+ * "New chat" is left in the list; the words typed there move to the next new chat's box. */
+function dropUnusedChat(chat) {
+  if (state.madeForFiles !== chat) {
+    return;
+  }
+  state.madeForFiles = null;
+  if (state.messages.size || state.turn || state.outboxes.has(chat)) {
+    return; // it was used after all
+  }
+  if (ui.text.value.trim()) {
+    keepWords(null, ui.text.value);
+  }
+  ui.text.value = ""; // so nothing is kept for the chat that goes
+  const item = listItem(chat);
+  if (item) {
+    item.remove();
+  }
+  state.chats.delete(chat);
+  api("POST", urlFor("delete", chat)).catch(() => undefined); // already gone: nothing to leave behind
+}
+
 export async function openChat(id, options) {
   const opts = options || {};
   const previous = state.current;
   if (previous && previous !== id) {
     sendFrame({ type: "unsubscribe", conversation: previous });
+    dropUnusedChat(previous);
   }
   if (previous !== id || !openedOnce) {
     // Each chat keeps its own unsent words; a chat just made for the words typed keeps them.

@@ -117,11 +117,24 @@ ui.text.addEventListener("paste", (event) => {
     return;
   }
   event.preventDefault();
-  state.files.take([new File([pasted], pastedName(), { type: "text/plain" })]);
+  const file = new File([pasted], pastedName(), { type: "text/plain" });
+  state.files.take([file], { note: readingNote(pasted) });
   ui.composerNote.textContent = interpolate(
     gettext("The pasted text (%(count)s characters) is too long for a message: it goes with it as a file."),
     { count: pasted.length.toLocaleString() }, true);
 });
+
+function readingNote(text) {
+  // How much of a long paste the assistant reads: the server keeps a file's first characters only.
+  const length = Array.from(text).length; // characters as the server counts them, not UTF-16 units
+  const limit = config.attachment_text_chars;
+  if (length <= limit) {
+    return "";
+  }
+  return interpolate(gettext("The assistant reads the first %(limit)s of its %(count)s characters."), {
+    limit: limit.toLocaleString(), count: length.toLocaleString(),
+  }, true);
+}
 
 let pastes = 0;
 
@@ -194,6 +207,16 @@ export function chatSwitched() {
   showQueued();
 }
 
+function composerHeld() {
+  // The composer's words stay where they are, and the note says why when the user could not see it.
+  const blocker = sendBlocker();
+  if (blocker === "files") {
+    heldBack = true;
+    ui.composerNote.textContent = gettext("Not sent yet: a file is still on its way. Send once every file is ready.");
+  }
+  return blocker !== "";
+}
+
 function sendQueued() {
   const queued = state.queued;
   const waiting = state.turn || state.sending || state.outboxes.has(state.current);
@@ -205,14 +228,36 @@ function sendQueued() {
   send(queued.text);
 }
 
+/* Why the composer's words cannot go now ("" when they can): the one rule Send's button and Enter
+ * both follow. A file still uploading or being read holds the message back, so it never goes without it. */
+export function sendBlocker() {
+  const text = ui.text.value;
+  if (state.signedOut) {
+    return "signed_out";
+  }
+  if (!text.trim()) {
+    return "empty";
+  }
+  if (state.files && state.files.busy()) {
+    return "files";
+  }
+  if (text.length > HISTORY_CHARS) {
+    return "too_long";
+  }
+  const waiting = state.turn || state.sending || state.outboxes.has(state.current);
+  return waiting && state.queued ? "queue_full" : "";
+}
+
 export function updateComposer() {
   const busy = Boolean(state.turn);
   const off = state.signedOut;
   ui.text.disabled = off; // typing goes on while a turn runs; Send then queues
-  const reading = Boolean(state.files && state.files.busy());
-  const tooLong = ui.text.value.length > HISTORY_CHARS;
-  const waiting = busy || state.sending || state.outboxes.has(state.current);
-  ui.send.disabled = off || reading || tooLong || (waiting && Boolean(state.queued));
+  const blocker = sendBlocker();
+  ui.send.disabled = Boolean(blocker);
+  if (heldBack && blocker !== "files") {
+    heldBack = false;
+    ui.composerNote.textContent = "";
+  }
   ui.attach.disabled = off;
   ui.stop.hidden = !busy || off;
   ui.working.hidden = !busy || off;
@@ -268,10 +313,15 @@ export function showOutbox() {
   const element = bubble("user");
   element.classList.replace("msg-user", "msg-outbox");
   element.querySelector(".bubble").textContent = box.text;
-  const status = document.createElement("span");
-  status.className = "outbox-status";
-  status.textContent = gettext("Sending…");
-  element.append(status);
+  if (box.turn) {
+    // The server took it (its turn is queued): sent, though the worker has yet to store it in the chat.
+    element.classList.add("msg-outbox-taken");
+  } else {
+    const status = document.createElement("span");
+    status.className = "outbox-status";
+    status.textContent = gettext("Sending…");
+    element.append(status);
+  }
   ui.outbox.replaceChildren(element);
   ui.outbox.hidden = false;
   ui.emptyState.hidden = true;
@@ -342,12 +392,14 @@ function putBack(text) {
   updateComposer();
 }
 
+let heldBack = false; // Enter was pressed while a file was on its way: the note says why nothing went
+
 export async function send(queuedText) {
   // `queuedText`: the words of the message queued while a turn ran, sent now that it has ended;
-  // without it, the composer's own words.
+  // without it, the composer's own words, when the composer's rule lets them go.
   const fromQueue = typeof queuedText === "string";
   const text = fromQueue ? queuedText : ui.text.value;
-  if (!text.trim() || state.signedOut || (!fromQueue && text.length > HISTORY_CHARS)) {
+  if (fromQueue ? !text.trim() || state.signedOut : composerHeld()) {
     return;
   }
   if (state.turn || state.sending || state.outboxes.has(state.current)) {
@@ -384,6 +436,7 @@ export async function send(queuedText) {
       state.files.sent();
     }
     if (box.chat === state.current) {
+      showOutbox();
       applyTurn(data.turn.id, data.turn.status);
       const own = Array.from(state.messages.values()).find((view) => isOwnMessage(box, view));
       if (own) {

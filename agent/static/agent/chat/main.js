@@ -8,10 +8,10 @@ import { answer, config, on, state, ui } from "./page.js";
 import { api, errorText, urlFor } from "./api.js";
 import { connect } from "./socket.js";
 import {
-  archive, chatGone, idFromLocation, loadChats, nearEnd, openChat, openDelete, openRename, putChat, refreshDetail, remove,
+  archive, chatGone, idFromLocation, loadChats, nearEnd, openChat, openDelete, openRename, refreshDetail, remove,
   rename, restore, searchSoon, showList, showNewChat, subscribe, touchChat,
 } from "./chats.js";
-import { loadOlder, refreshTimes } from "./messages.js";
+import { jumpToLatest, loadOlder, refreshTimes, showJump } from "./messages.js";
 import {
   applyTurn, claimOutbox, enterSends, send, showMessageActions, showOutbox, signedOut, stop, updateComposer,
 } from "./composer.js";
@@ -53,6 +53,16 @@ ui.scroller.addEventListener("scroll", () => {
   if (ui.scroller.scrollTop < 80) {
     loadOlder();
   }
+  showJump(false);
+});
+ui.jump.addEventListener("click", jumpToLatest);
+document.querySelectorAll(".suggestion").forEach((button) => {
+  // A starter fills the message box, to be sent as it is or changed first.
+  button.addEventListener("click", () => {
+    ui.text.value = button.textContent;
+    ui.text.dispatchEvent(new Event("input"));
+    ui.text.focus();
+  });
 });
 ui.composer.addEventListener("submit", (event) => {
   event.preventDefault();
@@ -90,8 +100,9 @@ window.addEventListener("popstate", () => openChat(idFromLocation()));
 async function openNewChat() {
   try {
     const created = await api("POST", urlFor("create"), {});
-    putChat(created.conversation, "top");
+    showNewChat(created.conversation);
     await openChat(created.conversation.id, { push: true, fresh: true });
+    state.madeForFiles = created.conversation.id; // it goes if it is left with nothing sent
   } catch (error) {
     ui.composerError.textContent = errorText(error);
     throw error;

@@ -21,6 +21,7 @@ export function resetMessages() {
   ui.log.replaceChildren();
   ui.olderStatus.textContent = "";
   ui.emptyState.hidden = false;
+  ui.jump.hidden = true;
   announce("messages-reset");
 }
 
@@ -28,13 +29,33 @@ function atBottom() {
   return ui.scroller.scrollHeight - ui.scroller.scrollTop - ui.scroller.clientHeight < 60;
 }
 
+/* "Jump to the latest" shows while the user reads further up, marked when something new came below. */
+export function showJump(arrived) {
+  const away = !atBottom();
+  ui.jump.hidden = !away;
+  if (!away) {
+    ui.jump.dataset.fresh = "false";
+  } else if (arrived) {
+    ui.jump.dataset.fresh = "true";
+  }
+}
+
+export function jumpToLatest() {
+  ui.scroller.scrollTop = ui.scroller.scrollHeight;
+  showJump(false);
+  ui.scroller.focus();
+}
+
 export function addMessages(views, options) {
-  const stick = options && options.older ? false : atBottom();
+  const older = Boolean(options && options.older);
+  const stick = older ? false : atBottom();
+  const count = state.messages.size;
   views.forEach((view) => addMessage(view));
   announce("messages-shown");
   if (stick || (options && options.scrollDown)) {
     ui.scroller.scrollTop = ui.scroller.scrollHeight;
   }
+  showJump(!older && state.messages.size > count);
 }
 
 function addMessage(view) {
@@ -101,6 +122,7 @@ export function showDraft(frame) {
   if (stick) {
     ui.scroller.scrollTop = ui.scroller.scrollHeight;
   }
+  showJump(true);
 }
 
 function answersOf(turnId) {
@@ -411,13 +433,13 @@ function copyableText(view) {
   return view.role === "user" || view.role === "assistant" ? view.content || "" : "";
 }
 
-function actionButton(className, text, label, action) {
+function actionButton(className, text, description, action) {
+  // Its name is the word it shows (what a voice user says to press it); the longer words describe it.
   const button = document.createElement("button");
   button.type = "button";
   button.className = "button-small msg-action " + className;
   button.textContent = text;
-  button.title = label;
-  button.setAttribute("aria-label", label);
+  button.title = description;
   button.addEventListener("click", () => action(button));
   return button;
 }
@@ -435,6 +457,8 @@ function versionSwitch(view) {
   const later = versions.siblings[versions.index];
   const back = actionButton("msg-version-back msg-turn-action", "<", gettext("Show the previous version"), () => switchTo(earlier));
   const next = actionButton("msg-version-next msg-turn-action", ">", gettext("Show the next version"), () => switchTo(later));
+  back.setAttribute("aria-label", back.title); // an arrow alone names nothing
+  next.setAttribute("aria-label", next.title);
   back.disabled = !earlier;
   next.disabled = !later;
   back.dataset.keepDisabled = String(!earlier);

@@ -45,6 +45,7 @@ export const ui = {
   draft: $("draft"),
   olderStatus: $("older-status"),
   emptyState: $("empty-state"),
+  jump: $("jump-latest"),
   working: $("working"),
   composer: $("composer"),
   text: $("composer-text"),
@@ -85,6 +86,7 @@ export const state = {
   outboxes: new Map(),
   signedOut: false,
   files: null, // the composer's files (attachments.js), mounted by main.js
+  madeForFiles: null, // the chat this page made when files came with no chat open, until it is used or left
   socket: null,
   ready: false,
   attempts: 0,

@@ -129,6 +129,9 @@ export function drawChip(list, state, onRemove) {
     chip.append(element("span", "agent-file-size", formatSize(state.size)));
   }
   chip.append(statusLine(state), removeButton(state.name, onRemove));
+  if (state.note) {
+    chip.append(element("span", "agent-file-note", state.note));
+  }
   if (!chip.isConnected) {
     list.append(chip);
   }

@@ -94,8 +94,8 @@ export class FileTray {
     this.addPicked(file, { status: "failed", reason: reason });
   }
 
-  queue(file) {
-    const state = this.addPicked(file, { status: "waiting", file: file });
+  queue(file, extra) {
+    const state = this.addPicked(file, { status: "waiting", file: file, ...extra });
     this.waiting.push(state);
     return state;
   }
@@ -160,8 +160,9 @@ export class FileTray {
   }
 
   /* Files picked, dropped or pasted. Refused at once: a file over the size or of a type the site does not
-   * take, and those past the count (the first ones are kept, in the order given). The others wait their turn. */
-  async take(files) {
+   * take, and those past the count (the first ones are kept, in the order given). The others wait their turn.
+   * `extra` goes on each kept file's state (a `note` its chip shows). */
+  async take(files, extra) {
     let room = this.limits.maxFiles ? this.limits.maxFiles - this.counted() : files.length;
     const accepted = [];
     for (const file of files) {
@@ -172,7 +173,7 @@ export class FileTray {
         this.refuse(file, tooManyFiles(this.limits.maxFiles));
       } else {
         room -= 1;
-        accepted.push(this.queue(file));
+        accepted.push(this.queue(file, extra));
       }
     }
     this.changed();
