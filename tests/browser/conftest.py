@@ -9,6 +9,9 @@ browser context, so a test costs about a turn, not a start-up.
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -87,3 +90,27 @@ def browser_context(request: Any, chromium: Any, asgi_server: AsgiServer, worker
 @pytest.fixture
 def tab(browser_context: Any) -> Any:
     return browser_context.new_page()
+
+
+NPM_PREFIX = Path(__file__).parent
+"""Where ``package.json`` pins what the tests inject into the page (``npm ci --prefix tests/browser``)."""
+
+
+@pytest.fixture(scope="session")
+def axe_source() -> str:
+    """axe-core's script, as npm installed it from the pinned lock file (installed here when ``.ci/run`` has not);
+    the test is skipped only where npm itself is missing or the registry cannot be reached."""
+    script = NPM_PREFIX / "node_modules" / "axe-core" / "axe.min.js"
+    if not script.exists():
+        npm = shutil.which("npm")
+        if npm is None:
+            pytest.skip("npm is not installed: axe-core cannot be installed")
+        done = subprocess.run(
+            [npm, "ci", "--prefix", str(NPM_PREFIX), "--no-audit", "--no-fund", "--ignore-scripts"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if done.returncode != 0 or not script.exists():
+            pytest.skip(f"npm could not install axe-core: {done.stderr[-500:]}")
+    return script.read_text()
