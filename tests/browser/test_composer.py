@@ -6,33 +6,15 @@ import json
 import re
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import expect
 
 from agent.conf import agent_settings
 from agent.models import Attachment, Conversation, Message
-from tests.support.browser import send, sign_in
+from tests.support.browser import paste, send, sign_in
 from tests.support.factories import ConversationFactory
 from tests.support.model_server import answer
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def paste(tab: Page, text: str) -> None:
-    """A paste into the message box, as the browser fires it."""
-    tab.locator("#composer-text").focus()
-    tab.evaluate(
-        """(text) => {
-            const data = new DataTransfer();
-            data.setData("text/plain", text);
-            const event = new ClipboardEvent("paste", {clipboardData: data, bubbles: true, cancelable: true});
-            const box = document.getElementById("composer-text");
-            if (box.dispatchEvent(event)) {
-                box.setRangeText(text, box.selectionStart, box.selectionEnd, "end");
-                box.dispatchEvent(new Event("input", {bubbles: true}));
-            }
-        }""",
-        text,
-    )
 
 
 def test_a_paste_too_long_for_a_message_goes_whole_as_a_text_file_the_model_reads(tab, user, endpoint, model_server):

@@ -16,7 +16,7 @@ from playwright.sync_api import Page, expect
 
 from agent.conversations import append_message
 from agent.models import Conversation, Message, Turn
-from tests.support.browser import send, sign_in
+from tests.support.browser import paste, send, sign_in
 from tests.support.factories import ConversationFactory
 from tests.support.model_server import answer
 from tests.support.waiting import wait_until
@@ -34,24 +34,6 @@ def transport(request: Any, browser_context: Any) -> str:
     if request.param == "event stream":
         browser_context.route_web_socket(re.compile(r"/ws/agent/"), lambda ws: ws.close())
     return request.param
-
-
-def paste(tab: Page, text: str) -> None:
-    """A paste into the message box, as the browser fires it."""
-    tab.locator("#composer-text").focus()
-    tab.evaluate(
-        """(text) => {
-            const data = new DataTransfer();
-            data.setData("text/plain", text);
-            const event = new ClipboardEvent("paste", {clipboardData: data, bubbles: true, cancelable: true});
-            const box = document.getElementById("composer-text");
-            if (box.dispatchEvent(event)) {
-                box.setRangeText(text, box.selectionStart, box.selectionEnd, "end");
-                box.dispatchEvent(new Event("input", {bubbles: true}));
-            }
-        }""",
-        text,
-    )
 
 
 def attach(tab: Page, name: str, content: bytes) -> None:

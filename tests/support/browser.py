@@ -85,6 +85,24 @@ def send(tab: Page, text: str) -> None:
     tab.press("#composer-text", "Enter")
 
 
+def paste(tab: Page, text: str) -> None:
+    """A paste into the message box, as the browser fires it (the page may take it as a file instead)."""
+    tab.locator("#composer-text").focus()
+    tab.evaluate(
+        """(text) => {
+            const data = new DataTransfer();
+            data.setData("text/plain", text);
+            const event = new ClipboardEvent("paste", {clipboardData: data, bubbles: true, cancelable: true});
+            const box = document.getElementById("composer-text");
+            if (box.dispatchEvent(event)) {
+                box.setRangeText(text, box.selectionStart, box.selectionEnd, "end");
+                box.dispatchEvent(new Event("input", {bubbles: true}));
+            }
+        }""",
+        text,
+    )
+
+
 @contextmanager
 def chromium_browser(*extra_args: str) -> Iterator[Any]:
     """Debian's Chromium, headless, with the tests' flags and ``extra_args``.
