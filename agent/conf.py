@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, TypeVar
+from typing import Any, Callable, ClassVar, Generic, TypeVar
 
 from django.conf import settings
 from django.utils.functional import Promise
@@ -113,14 +113,29 @@ class _OptionalFunction(Rule):
 NONE_OR_FUNCTION = _OptionalFunction("agent.E006", "None or the dotted path of a function", lambda value: True)
 
 
-class _TelegramRule(Rule):
+class _SectionRule(Rule):
+    """A setting that is None (the part is off) or a dict of known ``keys``; ``more`` judges its values."""
+
+    keys: ClassVar[frozenset[str]] = frozenset()
+
     def problems(self, name: str, value: Any) -> list[str]:
         if value is None:
             return []
         if not isinstance(value, dict):
             return [f"AGENT[{name!r}] must be None or a dict, not {type(value).__name__}."]
-        found = [f"AGENT[{name!r}] has unknown keys: {', '.join(sorted(set(value) - TELEGRAM_KEYS))}."]
-        found = found if set(value) - TELEGRAM_KEYS else []
+        unknown = sorted(set(value) - self.keys)
+        found = [f"AGENT[{name!r}] has unknown keys: {', '.join(unknown)}."] if unknown else []
+        return found + self.more(name, value)
+
+    def more(self, name: str, value: dict[str, Any]) -> list[str]:
+        return []
+
+
+class _TelegramRule(_SectionRule):
+    keys = TELEGRAM_KEYS
+
+    def more(self, name: str, value: dict[str, Any]) -> list[str]:
+        found = []
         if not (NAME.holds(value.get("TOKEN")) or NAME.holds(value.get("TOKEN_ENV"))):
             found.append(f"AGENT[{name!r}] needs TOKEN, or TOKEN_ENV naming the variable that holds it.")
         if not NAME.holds(value.get("BOT_USERNAME")):
@@ -133,20 +148,10 @@ class _TelegramRule(Rule):
         return found
 
 
-MCP_KEYS: frozenset[str] = frozenset()  # none yet: {} turns the server on
-
-
-class _McpRule(Rule):
-    def problems(self, name: str, value: Any) -> list[str]:
-        if value is None:
-            return []
-        if not isinstance(value, dict):
-            return [f"AGENT[{name!r}] must be None or a dict, not {type(value).__name__}."]
-        found = [f"AGENT[{name!r}] has unknown keys: {', '.join(sorted(set(value) - MCP_KEYS))}."]
-        return found if set(value) - MCP_KEYS else []
-
-
-MCP_SETTINGS = _McpRule("agent.E021", "None or the MCP server's settings", lambda value: True, hint="See docs/mcp.md.")
+# no keys yet: {} turns the MCP server on
+MCP_SETTINGS = _SectionRule(
+    "agent.E021", "None or the MCP server's settings", lambda value: True, hint="See docs/mcp.md."
+)
 
 
 TELEGRAM_SETTINGS = _TelegramRule(

@@ -7,7 +7,11 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
+from agent.access import McpRef, authorize_session
+from agent.errors import SessionGone
+from agent.mcp.tokens import digest
 from agent.models import AgentSettings, Endpoint, UserSettings
+from tests.support.sessions import grant
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -51,3 +55,30 @@ def test_the_panel_lists_each_quota_used_against_its_cap(tab: Page, user: Any, e
     expect(quotas.nth(0)).to_have_text("Stored files: 0\xa0bytes of 500.0\xa0MB")
     expect(quotas.nth(1)).to_have_text("New chats in the last minute: 0 of 20")
     expect(quotas.nth(2)).to_have_text("Files added in the last minute: 0 of 30")
+
+
+def test_a_user_makes_a_token_for_an_mcp_client_sees_it_once_and_revokes_it(
+    tab: Page, user: Any, endpoint: Endpoint
+) -> None:
+    grant(user, "agent.use_mcp")
+    open_panel(tab, user)
+    expect(tab.locator("#mcp")).to_be_visible()
+    expect(tab.locator("#mcp-url")).to_have_text(tab.url.split("/assistant/")[0] + "/assistant/mcp/")
+    tab.fill("#mcp-name", "Claude Desktop")
+    tab.click("#mcp-create")
+    expect(tab.locator("#mcp-secret-note")).to_be_visible()
+    secret = tab.locator("#mcp-secret").inner_text()
+    assert authorize_session(McpRef(digest(secret)), impersonated=False).user_id == user.pk
+    line = tab.locator("#mcp-tokens li")
+    expect(line).to_contain_text("Claude Desktop: not used yet")
+
+    line.get_by_role("button", name="Revoke").click()
+    expect(tab.locator("#mcp-tokens li")).to_have_count(0)
+    expect(tab.locator("#mcp-secret-note")).to_be_hidden()
+    with pytest.raises(SessionGone):
+        authorize_session(McpRef(digest(secret)), impersonated=False)
+
+
+def test_the_mcp_section_is_hidden_without_use_mcp(tab: Page, user: Any, endpoint: Endpoint) -> None:
+    open_panel(tab, user)
+    expect(tab.locator("#mcp")).to_be_hidden()

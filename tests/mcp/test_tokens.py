@@ -3,10 +3,12 @@ in one statement, revoked by their user or by staff (who never see them), listed
 
 from __future__ import annotations
 
+import sys
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.core.checks import run_checks
 from django.core.exceptions import ValidationError
 from django.db import connection
 from django.test import Client
@@ -145,3 +147,20 @@ def test_the_tokens_are_for_managers_only(make_user: Any) -> None:
     client = Client()
     client.force_login(make_user(is_staff=True))
     assert client.get(reverse("admin:agent_mcptoken_changelist")).status_code == 403
+
+
+@pytest.mark.parametrize(
+    "value, problem",
+    [({}, None), (None, None), ({"OAUTH": True}, "unknown keys: OAUTH"), ("on", "must be None or a dict")],
+)
+def test_the_mcp_setting_is_checked_at_start(settings: Any, value: Any, problem: str | None) -> None:
+    settings.AGENT = {**settings.AGENT, "MCP": value}
+    found = [m.msg for m in run_checks(tags=["agent"]) if m.id == "agent.E021"]
+    assert (found == []) if problem is None else any(problem in m for m in found), found
+
+
+def test_mcp_without_its_sdk_is_named_at_start(settings: Any, monkeypatch: Any) -> None:
+    settings.AGENT = {**settings.AGENT, "MCP": {}}
+    assert not [m for m in run_checks(tags=["agent"]) if m.id == "agent.E022"]
+    monkeypatch.setitem(sys.modules, "mcp", None)  # as if the SDK were not installed
+    assert [m.hint for m in run_checks(tags=["agent"]) if m.id == "agent.E022"] == ['pip install "django-agent[mcp]"']

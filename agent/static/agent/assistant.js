@@ -147,6 +147,15 @@ function renderQuotas(items) {
   }
 }
 
+function smallButton(label, onClick) {
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "button-small";
+  button.textContent = label;
+  button.addEventListener("click", onClick);
+  return button;
+}
+
 // -- Telegram: connect a chat by a one-time link, see the chats connected, disconnect one ----------
 
 function renderTelegram(telegram) {
@@ -157,12 +166,7 @@ function renderTelegram(telegram) {
     line.dataset.link = String(link.id);
     const since = new Date(link.created_at).toLocaleDateString();
     line.append(interpolate(gettext("%(name)s, connected on %(date)s"), { name: link.name || "Telegram", date: since }, true), " ");
-    const disconnect = document.createElement("button");
-    disconnect.type = "button";
-    disconnect.className = "button-small";
-    disconnect.textContent = gettext("Disconnect");
-    disconnect.addEventListener("click", () => revokeLink(link.id));
-    line.append(disconnect);
+    line.append(smallButton(gettext("Disconnect"), () => revokeLink(link.id)));
     ui.telegramLinks.append(line);
   }
 }
@@ -223,12 +227,7 @@ function renderMcp(mcp) {
       ? gettext("expired")
       : interpolate(gettext("until %(date)s"), { date: new Date(token.expires_at).toLocaleDateString() }, true);
     line.append(`${token.name}: ${used}, ${until} `);
-    const revoke = document.createElement("button");
-    revoke.type = "button";
-    revoke.className = "button-small";
-    revoke.textContent = gettext("Revoke");
-    revoke.addEventListener("click", () => revokeToken(token.id));
-    line.append(revoke);
+    line.append(smallButton(gettext("Revoke"), () => revokeToken(token.id)));
     ui.mcpTokens.append(line);
   }
 }
