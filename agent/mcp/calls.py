@@ -26,8 +26,8 @@ from ..conf import agent_settings
 from ..conversations.store import append_message
 from ..models import Confirmation, Conversation, McpCall, McpToken, Message
 from ..presentation import card_fields, tool_title
-from ..tools import execute_as, registry, visible_for
-from ..tools.registry import Tool
+from ..tools import catalogue, execute_as, registry, visible_for
+from ..tools.registry import FIND_TOOLS, Tool
 
 CLIENT_CHARS = 60
 """How much of the name a client gives itself goes into its chat's title."""
@@ -95,8 +95,10 @@ def record(call: McpCall, outcome: str) -> None:
 
 
 def listing(scope: Scope) -> list[Tool]:
-    """The tools the user may use now, as on the page."""
-    return visible_for(scope)
+    """The tools the user may use now, as on the page; with ``find_tools`` too where they are too many
+    to fit one model request, so a client's model can search them as the page's does."""
+    visible = visible_for(scope)
+    return visible if catalogue.fit_inline(visible) else [*visible, catalogue.find_tools_tool()]
 
 
 def call(scope: Scope, name: str, arguments: Any, *, client: str, site: str) -> Answer:
@@ -107,6 +109,9 @@ def call(scope: Scope, name: str, arguments: Any, *, client: str, site: str) -> 
     tool = registry.get(name)
     if tool is not None and tool.kind == "write" and visible_for(scope, allow=[name]):
         return _propose(scope, tool, arguments, client=client, site=site)
+    if name == FIND_TOOLS and not catalogue.fit_inline(visible_for(scope)):
+        found = catalogue.find_tools(scope, arguments)
+        return _answer(found.outcome, found.result)
     result = execute_as(scope, name, arguments, via="mcp", chat=None, call_id=_call_id())
     return _answer(result.outcome, result.result)
 

@@ -68,14 +68,20 @@ def definitions_bytes(definitions: list[dict[str, Any]]) -> int:
     return len(json.dumps(definitions)) if definitions else 0
 
 
+def fit_inline(tools: list[Tool]) -> bool:
+    """Whether these tools' definitions all fit one request (``TOOLS_INLINE_MAX``, ``TOOLS_INLINE_BYTES``)."""
+    most, room = agent_settings.TOOLS_INLINE_MAX, agent_settings.TOOLS_INLINE_BYTES
+    return len(tools) <= most and definitions_bytes([t.definition() for t in tools]) <= room
+
+
 def offer(scope: Scope, text: str, *, keep: Iterable[str] = ()) -> list[Tool]:
     """The tools a model call carries for this user: every visible tool while they fit the budget;
     else the tools in ``keep`` (found or used earlier in the turn), then the best-ranked for
     ``text``, as many as fit, and ``find_tools`` last."""
     visible = visible_for(scope)
-    most, room = agent_settings.TOOLS_INLINE_MAX, agent_settings.TOOLS_INLINE_BYTES
-    if len(visible) <= most and definitions_bytes([t.definition() for t in visible]) <= room:
+    if fit_inline(visible):
         return visible
+    most, room = agent_settings.TOOLS_INLINE_MAX, agent_settings.TOOLS_INLINE_BYTES
     finder = find_tools_tool()
     room -= definitions_bytes([finder.definition()])
     by_name = {tool.name: tool for tool in visible}

@@ -31,6 +31,7 @@ from tests.support.sessions import csrf_client, grant
 pytestmark = pytest.mark.django_db(transaction=True)
 
 CALLS_PER_MINUTE = 8
+INLINE_MAX = 4  # a writer sees more tools than one request carries: the listing adds find_tools
 MAX_BODY = 4096
 MCP_PATH = "/assistant/mcp/"
 
@@ -42,7 +43,12 @@ def hosts(django_db_setup: Any, django_db_blocker: Any) -> Iterator[tuple[AsgiSe
         name = connection.settings_dict["NAME"]
     servers = (AsgiServer(name), AsgiServer(name))
     for server in servers:
-        own = {"MCP": {}, "MCP_CALLS_PER_MINUTE": CALLS_PER_MINUTE, "MCP_MAX_REQUEST_BYTES": MAX_BODY}
+        own = {
+            "MCP": {},
+            "MCP_CALLS_PER_MINUTE": CALLS_PER_MINUTE,
+            "MCP_MAX_REQUEST_BYTES": MAX_BODY,
+            "TOOLS_INLINE_MAX": INLINE_MAX,
+        }
         server.env["AGENT_TEST_SETTINGS"] = json.dumps(own)
         server.start()
     yield servers
@@ -154,6 +160,25 @@ def test_the_listing_is_the_users_visible_tools_now(hosts: Any) -> None:
     assert "notes_create" in now and run(names())[0] == now
     listed = McpCall.objects.filter(token__user=reader, method="tools/list")
     assert listed.count() == 4 and set(listed.values_list("token_name", flat=True)) == {"Claude Desktop"}
+
+
+def test_a_user_with_more_tools_than_a_request_carries_gets_find_tools_too(hosts: Any) -> None:
+    few, many = member("notes.view_note"), member(*WRITER)
+    assert len(visible_for(authorize_session(McpRef(digest(issue_token(many, "x"))), impersonated=False))) > INLINE_MAX
+
+    async def listed(token: str) -> list[str]:
+        client, _hops = connect(hosts, token)
+        async with client:
+            return [tool.name for tool in (await client.list_tools()).tools]
+
+    assert "find_tools" not in run(listed(issue_token(few, "Few")))
+    token = issue_token(many, "Many")
+    names = run(listed(token))
+    assert names[-1] == "find_tools" and "notes_retitle" in names  # every visible tool still listed
+    found = run(call(hosts, token, "find_tools", {"query": "rename a note title", "limit": 2}))
+    assert not found.is_error and found.structured_content["tools"][0]["name"] == "notes_retitle"
+    refused = run(call(hosts, issue_token(few, "Few again"), "find_tools", {"query": "note"}))
+    assert refused.is_error  # offered only where the tools are many
 
 
 def test_a_read_returns_structured_content_and_text_and_is_journalled(hosts: Any) -> None:
