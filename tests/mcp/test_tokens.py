@@ -164,3 +164,14 @@ def test_mcp_without_its_sdk_is_named_at_start(settings: Any, monkeypatch: Any) 
     assert not [m for m in run_checks(tags=["agent"]) if m.id == "agent.E022"]
     monkeypatch.setitem(sys.modules, "mcp", None)  # as if the SDK were not installed
     assert [m.hint for m in run_checks(tags=["agent"]) if m.id == "agent.E022"] == ['pip install "django-agent[mcp]"']
+
+
+def test_a_browser_session_even_an_operators_never_reaches_mcp(mcp_user: Any) -> None:
+    """Only a bearer token is read: a signed-in cookie (here an impersonating operator's) is not a way in."""
+    client = Client()
+    client.force_login(mcp_user)
+    session = client.session
+    session["hijack_history"] = ["1"]
+    session.save()
+    answer = client.post(reverse("agent:mcp"), {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, "application/json")
+    assert answer.status_code == 401 and "resource_metadata=" in answer["WWW-Authenticate"]
