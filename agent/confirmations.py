@@ -20,7 +20,7 @@ from .access import Actor, Scope, authorize_session
 from .conf import agent_settings
 from .conversations import parse_uuid
 from .errors import Expired, NotFound, NotWaiting
-from .models import Confirmation, Conversation
+from .models import Confirmation, Conversation, Message
 from .tools.registry import Refused, Tool, ToolContext, ToolResult, compute_fingerprint, may_write, registry
 
 logger = logging.getLogger(__name__)
@@ -75,6 +75,36 @@ def settle_lapsed(conversation: Conversation | Any) -> int:
         except NotWaiting:
             pass
     return settled
+
+
+def cancel_off_line(conversation_id: Any, old_end: Any) -> int:
+    """Cancel the chat's waiting cards whose message has just left the active line; how many.
+
+    Called when an edit, a regenerate or a switch moves the line (in its transaction, the chat's
+    row locked). Such a card cannot be seen to be decided, and the line now shown may propose the
+    same change again, which a card still waiting would refuse as a duplicate; so it is cancelled,
+    not carried over (the new answer is the model's own, and proposes what it proposes). Its
+    notice goes on the card's own line, after ``old_end`` (that line's last message), so a switch
+    back shows the card and why it was cancelled.
+    """
+    waiting = Confirmation.objects.filter(
+        conversation_id=conversation_id,
+        status=Status.WAITING,
+        messages__active=False,
+        messages__role=Message.Role.TOOL,
+    )
+    below = old_end
+    cancelled = 0
+    for card in waiting:
+        if Confirmation.objects.filter(pk=card.pk, status=Status.WAITING).update(
+            status=Status.CANCELLED, decided_at=timezone.now(), outcome="left_line"
+        ):
+            params = {"tool": card.tool_name}
+            below = notices.write_off_line(
+                conversation_id, below, "confirmation_left_line", params, confirmation=card
+            ).pk
+            cancelled += 1
+    return cancelled
 
 
 def propose(tool: Tool, ctx: ToolContext, args: dict[str, Any], *, call_id: str, turn: Any) -> ToolResult:

@@ -25,6 +25,9 @@ _TEXTS = {
     "lock_lost": gettext_lazy("Another turn took over this chat, so this one was stopped."),
     "confirmation_done": gettext_lazy("Done: %(tool)s."),
     "confirmation_cancelled": gettext_lazy("Cancelled: %(tool)s."),
+    "confirmation_left_line": gettext_lazy(
+        "Cancelled: %(tool)s. It was proposed in a version of the chat you left, so it can no longer be confirmed."
+    ),
     "confirmation_expired": gettext_lazy("The request to confirm %(tool)s expired."),
     "confirmation_stale": gettext_lazy("Not done: the data changed since %(tool)s was proposed."),
     "confirmation_failed": gettext_lazy("Failed: %(tool)s."),
@@ -64,7 +67,9 @@ _FALLBACK_TEXTS = {
 CODES = frozenset(_TEXTS) | {MODEL_FAILED, ENDPOINT_FALLBACK}
 
 _SUCCESS_NOTICES = frozenset({"confirmation_done"})
-_NEUTRAL_NOTICES = frozenset({"stopped", "confirmation_cancelled", "endpoint_fallback", "pictures_not_seen"})
+_NEUTRAL_NOTICES = frozenset(
+    {"stopped", "confirmation_cancelled", "confirmation_left_line", "endpoint_fallback", "pictures_not_seen"}
+)
 
 
 def tone(code: str) -> str:
@@ -82,6 +87,17 @@ def write(conversation_id: Any, code: str, params: dict[str, Any] | None = None,
         raise ValueError(f"unknown notice code {code!r}")
     return append_message(
         conversation_id, role=Message.Role.NOTICE, notice_code=code, notice_params=params or {}, **fields
+    )
+
+
+def write_off_line(conversation_id: Any, parent_id: Any, code: str, params: dict[str, Any], **fields: Any) -> Message:
+    """Store a notice below ``parent_id`` on a line the chat no longer shows (``append_off_line``)."""
+    from .conversations import append_off_line
+
+    if code not in CODES:
+        raise ValueError(f"unknown notice code {code!r}")
+    return append_off_line(
+        conversation_id, parent_id, role=Message.Role.NOTICE, notice_code=code, notice_params=params, **fields
     )
 
 

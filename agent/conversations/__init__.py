@@ -38,7 +38,7 @@ from .doors import (
     unsubscribe,
     validate_user_text,
 )
-from .store import LeaseLost, append_message, auto_title
+from .store import LeaseLost, append_message, append_off_line, auto_title
 
 __all__ = [
     "PAGE_SIZE",
@@ -47,6 +47,7 @@ __all__ = [
     "Page",
     "add_message",
     "append_message",
+    "append_off_line",
     "archive_conversation",
     "authorize_conversation",
     "auto_title",

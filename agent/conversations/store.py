@@ -65,6 +65,31 @@ def append_message(
     return message
 
 
+def append_off_line(conversation_id: Any, parent_id: Any, **fields: Any) -> Message:
+    """Store a message below ``parent_id`` on a line the chat no longer shows, and make it that line's end.
+
+    It takes the next ``seq`` but leaves the active line and its end alone, so open tabs are not
+    told of it (the caller's line change tells them to read the line again); a switch back to that
+    line shows it after ``parent_id``, which remembers it as its child on the line.
+    """
+    meta = Conversation._meta
+    quote = connection.ops.quote_name
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {quote(meta.db_table)} SET message_count = message_count + 1"
+            " WHERE id = %s RETURNING message_count",
+            [db_value(meta, "id", conversation_id)],
+        )
+        row = cursor.fetchone()
+        if row is None:
+            raise NotFound()
+        message = Message.objects.create(
+            conversation_id=conversation_id, seq=int(row[0]), parent_id=parent_id, active=False, **fields
+        )
+        Message.objects.filter(pk=parent_id).update(last_child=message)
+    return message
+
+
 @dataclass(frozen=True)
 class RidingCheck:
     """A caller's check read by the very statement that stores a message (PostgreSQL only).

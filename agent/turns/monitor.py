@@ -11,9 +11,11 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from .. import events, notices
+from .. import attachments, events, notices
 from ..conf import agent_settings
-from ..models import Turn
+from ..conversations import append_message
+from ..errors import NotFound
+from ..models import Message, Turn
 from . import locks
 
 logger = logging.getLogger(__name__)
@@ -40,6 +42,8 @@ def end_turn(turn: Turn, status: str, *, reason: str = "") -> bool:
         )
         if not ended:
             return False
+        if status in NOTICE_FOR:
+            _keep_users_words(turn)
         if notice:
             notices.write_unless_gone(turn.conversation_id, notice, turn=turn)
         locks.release(turn)
@@ -47,6 +51,29 @@ def end_turn(turn: Turn, status: str, *, reason: str = "") -> bool:
     turn.status, turn.end_reason, turn.session_key = status, reason, ""
     logger.info("agent turn %s ended: %s %s", turn.pk, status, reason)
     return True
+
+
+def _keep_users_words(turn: Turn) -> None:
+    """A turn stopped, cut by its deadline or lost before it stored the user's message stores it
+    now, with its files, ahead of its notice: the user's words are never dropped, and an edit's new
+    text takes the edited message's place, as the turn would have stored it."""
+    row = Turn.objects.filter(pk=turn.pk).values("user_message_id", "text", "spoken").get()
+    if row["user_message_id"] is not None or not row["text"]:
+        return
+    try:
+        with transaction.atomic():
+            message = append_message(
+                turn.conversation_id,
+                role=Message.Role.USER,
+                content=row["text"],
+                title_from=row["text"],
+                turn=turn,
+                link_turn=True,
+                spoken=row["spoken"],
+            )
+            attachments.link(turn, message)
+    except NotFound:
+        pass  # the chat was deleted meanwhile
 
 
 def request_stop(turn_id: Any) -> bool:

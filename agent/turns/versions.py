@@ -20,7 +20,7 @@ from typing import Any, Iterable
 from django.db import connection, transaction
 from django.utils import timezone
 
-from .. import attachments, events
+from .. import attachments, confirmations, events
 from ..access import Actor, Scope
 from ..conversations import authorize_conversation, parse_uuid, validate_user_text
 from ..errors import Busy, NotFound
@@ -191,10 +191,22 @@ def asked_again(turn: Turn) -> tuple[Message, list[Attachment]]:
 def _leave_line_after(conversation_id: Any, branch_point: Any, from_seq: int) -> None:
     """The line's messages from ``from_seq`` on leave it; the line ends at ``branch_point`` (None:
     the chat starts anew), where the next message stored becomes a new version."""
+    old_end = _lock_line(conversation_id)
     _deactivate(conversation_id, from_seq)
     Conversation.objects.filter(pk=conversation_id).update(
         line_end=branch_point, has_versions=True, updated_at=timezone.now()
     )
+    confirmations.cancel_off_line(conversation_id, old_end)
+
+
+def _lock_line(conversation_id: Any) -> Any:
+    """Lock the chat's row before the line moves, and read where the line ends now.
+
+    Every message is stored under that lock (it reads the line's end), so one stored while the
+    line moves (a card's outcome, a turn's notice) waits for the move and joins the line that holds
+    after it, or was stored before and moves with its line: the active line stays one path.
+    """
+    return Conversation.objects.select_for_update().filter(pk=conversation_id).values_list("line_end", flat=True).get()
 
 
 def _deactivate(conversation_id: Any, from_seq: int) -> int:
@@ -216,6 +228,7 @@ def _deactivate(conversation_id: Any, from_seq: int) -> int:
 
 def _switch_to(conversation: Conversation, target: Message) -> bool:
     """The target's version onto the line: its ancestors off the line and the line it last showed below it."""
+    old_end = _lock_line(conversation.pk)
     quote = connection.ops.quote_name
     table = quote(Message._meta.db_table)
     chat = _prep("conversation", conversation.pk)
@@ -254,6 +267,7 @@ def _switch_to(conversation: Conversation, target: Message) -> bool:
     Conversation.objects.filter(pk=conversation.pk).update(
         line_end=Message._meta.pk.to_python(end), updated_at=timezone.now()
     )
+    confirmations.cancel_off_line(conversation.pk, old_end)
     return True
 
 

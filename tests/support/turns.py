@@ -7,7 +7,7 @@ from typing import Any
 from django.conf import settings
 from django.test import override_settings
 
-from agent.models import Message, Turn
+from agent.models import Conversation, Message, Turn
 
 from .waiting import wait_until
 
@@ -41,3 +41,13 @@ def wait_ended(turn: Turn, timeout: float = 15) -> Turn:
         lambda: Turn.objects.filter(pk=turn.pk).exclude(status__in=Turn.LIVE).exists(), timeout, "the turn to end"
     )
     return Turn.objects.get(pk=turn.pk)
+
+
+def one_active_line(chat: Any) -> list[Message]:
+    """The chat's active line, checked to be one path: each message's parent is the one before it
+    on the line, and the chat's line end is the last; the line, oldest first."""
+    line = list(Message.objects.filter(conversation_id=chat.pk, active=True).order_by("seq"))
+    parents = [m.parent_id for m in line]
+    assert parents == [None, *[m.pk for m in line[:-1]]], "the active line is not one path"
+    assert Conversation.objects.get(pk=chat.pk).line_end == (line[-1].pk if line else None)
+    return line
