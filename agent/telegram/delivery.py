@@ -235,18 +235,16 @@ def card_decided(confirmation_id: Any) -> None:
     if card is None or card.status == Confirmation.Status.WAITING:
         return
     shown = TelegramButtons.objects.filter(confirmation=card, kind=TelegramButtons.Kind.CARD).select_related("link")
-    with translation.override(card.turn.language if card.turn is not None else None):
-        for buttons in shown:
-            try:
-                edit(
-                    buttons.link.chat_id,
-                    buttons.message_id,
-                    formatting.card_text(card.tool_name, card.preview, card.status),
-                )
-            except BotError as error:
-                if error.kind == RATE_LIMITED:
-                    queue(CARD_TASK, str(card.pk), countdown=error.retry_after)
-                    return
+    for buttons in shown:  # in the turn's language; a card no turn made (an MCP client's), in the chat's
+        language = card.turn.language if card.turn is not None else link_language(buttons.link)
+        try:
+            with translation.override(language):
+                text = formatting.card_text(card.tool_name, card.preview, card.status)
+            edit(buttons.link.chat_id, buttons.message_id, text)
+        except BotError as error:
+            if error.kind == RATE_LIMITED:
+                queue(CARD_TASK, str(card.pk), countdown=error.retry_after)
+                return
 
 
 def _drop_drafts(link: TelegramLink, turn: Turn) -> None:

@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
+from agent import confirmations
 from agent.access import McpRef, SessionRef, authorize_session
 from agent.mcp import calls, issue_token, tokens
-from agent.models import Confirmation
+from agent.models import Confirmation, UserSettings
 from agent.telegram import revoke, updates
 from tests.notes.models import Note
 from tests.support.sessions import grant
@@ -59,3 +60,17 @@ def test_a_revoked_link_is_shown_no_mcp_card(worker: Any, bot_api: FakeBotApi, r
 
     wait_until(lambda: any(m.buttons for m in bot_api.chat(CHAT + 1)), 15, "the card in the live chat")
     assert len(bot_api.chat(CHAT)) == before
+
+
+def test_an_mcp_card_decided_on_the_page_is_edited_in_telegram_in_the_users_language(
+    worker: Any, bot_api: FakeBotApi, ref: SessionRef, user: Any
+) -> None:
+    UserSettings.objects.create(user=user, language="ru")
+    connect(bot_api, ref, CHAT)
+    card = mcp_write(user, "Milk")
+    shown = wait_until(lambda: next((m for m in bot_api.chat(CHAT) if m.buttons), None), 15, "the card in Telegram")
+
+    confirmations.confirm(ref, card.pk, impersonated=False)
+
+    wait_until(lambda: not bot_api.messages[(CHAT, shown.message_id)].buttons, what="the card's buttons gone")
+    assert "Выполнено" in bot_api.messages[(CHAT, shown.message_id)].text
