@@ -82,3 +82,8 @@ def test_a_user_makes_a_token_for_an_mcp_client_sees_it_once_and_revokes_it(
 def test_the_mcp_section_is_hidden_without_use_mcp(tab: Page, user: Any, endpoint: Endpoint) -> None:
     open_panel(tab, user)
     expect(tab.locator("#mcp")).to_be_hidden()
+
+
+def test_the_panel_says_how_many_tools_the_assistant_may_use(tab: Page, user: Any, endpoint: Endpoint) -> None:
+    open_panel(tab, user)  # the user reads, adds and changes notes: the test site's six tools
+    expect(tab.locator("#tools")).to_have_text("The assistant can use 6 tools of this site for you.")
