@@ -134,6 +134,20 @@ def check_session_write_modules(app_configs: Any = None, **kwargs: Any) -> list[
     return warnings
 
 
+@register(TAG)
+def check_tools_left_out(app_configs: Any = None, **kwargs: Any) -> list[CheckWarning]:
+    """What a site registered that could not become a tool (a viewset action that answers only HTML)."""
+    return [
+        CheckWarning(
+            f"{what} is not offered to the assistant: {why}",
+            hint="Leave it out of register_viewset(actions=...), or give it a JSON renderer; silence "
+            "agent.W008 if it is meant for browsers alone.",
+            id="agent.W008",
+        )
+        for what, why in sorted(registry.left_out.items())
+    ]
+
+
 @register(TAG, Tags.urls)
 def check_websocket_route(app_configs: Any = None, **kwargs: Any) -> list[CheckWarning]:
     """The chat page's live updates need the consumer routed under the site's ASGI application."""

@@ -98,7 +98,7 @@ def listing(scope: Scope) -> list[Tool]:
     """The tools the user may use now, as on the page; with ``find_tools`` too where they are too many
     to fit one model request, so a client's model can search them as the page's does."""
     visible = visible_for(scope)
-    return visible if catalogue.fit_inline(visible) else [*visible, catalogue.find_tools_tool()]
+    return visible if catalogue.fit_inline(visible, scope) else [*visible, catalogue.find_tools_tool()]
 
 
 def call(scope: Scope, name: str, arguments: Any, *, client: str, site: str) -> Answer:
@@ -109,7 +109,7 @@ def call(scope: Scope, name: str, arguments: Any, *, client: str, site: str) -> 
     tool = registry.get(name)
     if tool is not None and tool.kind == "write" and visible_for(scope, allow=[name]):
         return _propose(scope, tool, arguments, client=client, site=site)
-    if name == FIND_TOOLS and not catalogue.fit_inline(visible_for(scope)):
+    if name == FIND_TOOLS and not catalogue.fit_inline(visible_for(scope), scope):
         found = catalogue.find_tools(scope, arguments)
         return _answer(found.outcome, found.result)
     result = execute_as(scope, name, arguments, via="mcp", chat=None, call_id=_call_id())

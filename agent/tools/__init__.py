@@ -2,6 +2,16 @@
 
 from .catalogue import rank
 from .executor import execute_as, visible_for
-from .registry import Tool, ToolContext, ToolResult, agent_tool, registry
+from .registry import Tool, ToolContext, ToolResult, agent_tool, checked_once, registry
 
-__all__ = ["Tool", "ToolContext", "ToolResult", "agent_tool", "execute_as", "rank", "registry", "visible_for"]
+__all__ = [
+    "Tool",
+    "ToolContext",
+    "ToolResult",
+    "agent_tool",
+    "checked_once",
+    "execute_as",
+    "rank",
+    "registry",
+    "visible_for",
+]

@@ -68,10 +68,11 @@ def definitions_bytes(definitions: list[dict[str, Any]]) -> int:
     return len(json.dumps(definitions)) if definitions else 0
 
 
-def fit_inline(tools: list[Tool]) -> bool:
-    """Whether these tools' definitions all fit one request (``TOOLS_INLINE_MAX``, ``TOOLS_INLINE_BYTES``)."""
+def fit_inline(tools: list[Tool], scope: Scope | None = None) -> bool:
+    """Whether these tools' definitions (for ``scope``'s user) all fit one request
+    (``TOOLS_INLINE_MAX``, ``TOOLS_INLINE_BYTES``)."""
     most, room = agent_settings.TOOLS_INLINE_MAX, agent_settings.TOOLS_INLINE_BYTES
-    return len(tools) <= most and definitions_bytes([t.definition() for t in tools]) <= room
+    return len(tools) <= most and definitions_bytes([t.definition(scope) for t in tools]) <= room
 
 
 def offer(scope: Scope, text: str, *, keep: Iterable[str] = ()) -> list[Tool]:
@@ -79,7 +80,7 @@ def offer(scope: Scope, text: str, *, keep: Iterable[str] = ()) -> list[Tool]:
     else the tools in ``keep`` (found or used earlier in the turn), then the best-ranked for
     ``text``, as many as fit, and ``find_tools`` last."""
     visible = visible_for(scope)
-    if fit_inline(visible):
+    if fit_inline(visible, scope):
         return visible
     most, room = agent_settings.TOOLS_INLINE_MAX, agent_settings.TOOLS_INLINE_BYTES
     finder = find_tools_tool()
@@ -90,7 +91,7 @@ def offer(scope: Scope, text: str, *, keep: Iterable[str] = ()) -> list[Tool]:
         tool = by_name.get(name)
         if tool is None:
             continue
-        size = definitions_bytes([tool.definition()]) + 2  # and the ", " before it
+        size = definitions_bytes([tool.definition(scope)]) + 2  # and the ", " before it
         if size <= room:
             chosen.append(tool)
             room -= size

@@ -12,6 +12,7 @@ from django.utils.translation import gettext as _
 from .. import confirmations
 from ..access import Scope
 from ..conf import agent_settings
+from .definitions import enum_refusal
 from .registry import Refused, Tool, ToolContext, ToolResult, invalid_arguments, registry
 
 logger = logging.getLogger(__name__)
@@ -29,19 +30,22 @@ def visible_for(scope: Scope, allow: Collection[str] | Literal["all"] = "all") -
             continue
         if tool.kind == "write" and tool.module not in write_modules:
             continue
+        if not tool.offered_to(scope):
+            continue
         visible.append(tool)
     return visible
 
 
-def refused_arguments(tool: Tool, args: Any) -> ToolResult | None:
-    """The ``invalid_arguments`` result for arguments ``tool``'s schema refuses; None when it takes them."""
+def refused_arguments(tool: Tool, args: Any, scope: Scope | None = None) -> ToolResult | None:
+    """The ``invalid_arguments`` result for arguments ``tool``'s schema (for ``scope``'s user) refuses;
+    None when it takes them."""
     if not isinstance(args, dict):
         return ToolResult(
             "invalid_arguments", {"error": "invalid_arguments", "details": ["arguments must be an object"]}
         )
-    problems = sorted(tool.validator.iter_errors(args), key=lambda e: list(e.path))
+    problems = sorted(tool.validator_for(scope).iter_errors(args), key=lambda e: list(e.path))
     if problems:
-        details = [f"{'/'.join(map(str, e.path)) or '(root)'}: {e.message}" for e in problems[:5]]
+        details = [f"{'/'.join(map(str, e.path)) or '(root)'}: {_problem(e)}" for e in problems[:5]]
         return ToolResult("invalid_arguments", {"error": "invalid_arguments", "details": details})
     return None
 
@@ -61,15 +65,15 @@ def execute_as(
     tool = next((t for t in visible_for(scope, allow) if t.name == name), None)
     if tool is None:
         return ToolResult("denied", {"error": "not_available", "message": _("This tool is not available.")})
-    wrong = refused_arguments(tool, args)
+    wrong = refused_arguments(tool, args, scope)
     if wrong is not None:
         return wrong
     ctx = ToolContext(scope.user, scope, chat, getattr(turn, "pk", None), scope.language)
     try:
+        if tool.kind == "write":  # checked, with its preview, in a transaction that is undone
+            return confirmations.propose(tool, ctx, args, call_id=call_id, turn=turn)
         if tool.validate is not None:
             tool.validate(ctx, **args)
-        if tool.kind == "write":
-            return confirmations.propose(tool, ctx, args, call_id=call_id, turn=turn)
         return ToolResult("ok", tool.func(ctx, **args))
     except ValidationError as invalid:
         return ToolResult("invalid_arguments", invalid_arguments(invalid))
@@ -80,3 +84,10 @@ def execute_as(
     except Exception as error:
         logger.exception("agent tool %s failed via %s", tool.name, via)
         return ToolResult("error", {"error": type(error).__name__})
+
+
+def _problem(error: Any) -> str:
+    """A schema's refusal as the model is told it: an enum's allowed values named at most ``TOOL_ENUM_MAX``."""
+    if error.validator == "enum" and isinstance(error.validator_value, list):
+        return enum_refusal(error.instance, error.validator_value)
+    return str(error.message)

@@ -8,18 +8,23 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Callable, Iterator, Literal, Mapping
 
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 from django.utils.functional import Promise
 from django.utils.module_loading import autodiscover_modules
+from django.utils.text import capfirst
+from django.utils.translation import gettext_lazy
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from ..access import read_with_scope
 from ..conf import agent_settings
+from .definitions import readable
 from .requests import live_request
 
 NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -47,22 +52,86 @@ class Tool:
     validate: Callable[..., None] | None = None
     """``validate(ctx, **args)`` raises ``ValidationError`` (by field) for what the schema cannot
     judge: run on the model's arguments and on every edit the user makes on the card."""
+    parameters_for: Callable[[Any], dict[str, Any]] | None = None
+    """``parameters_for(scope)``: the parameters as this user's request shapes them (a viewset's
+    serializer may depend on the request); ``parameters`` stands for them where no user is known."""
+    available: Callable[[Any], bool] | None = None
+    """``available(scope)``: whether the site's own rules (a viewset's permission classes) let
+    this user use the tool at all, besides ``permission``; asked once per turn."""
+    tell_result: bool = False
+    """Whether the model reads what a confirmed write returned (JSON, cut to ``TOOL_RESULT_CHARS``)
+    in the turn after it: a viewset's answer, a form's saved object."""
 
     def display_title(self) -> str:
         """The title in the active language, else the tool's name."""
         return str(self.title) if self.title else self.name
 
+    def schema(self, scope: Any = None) -> dict[str, Any]:
+        """The parameters for ``scope``'s user (the scope-free ones without a scope)."""
+        build = self.parameters_for
+        if scope is None or build is None:
+            return self.parameters
+        schema: dict[str, Any] = once((self.name, "parameters", scope.user_id), lambda: build(scope))
+        return schema
+
     @cached_property
     def validator(self) -> Draft202012Validator:
-        """Built once per tool: the schema was checked at declaration and does not change."""
+        """Of the scope-free ``parameters``: built once per tool, as the schema does not change."""
         return Draft202012Validator(self.parameters)
 
-    def definition(self) -> dict[str, Any]:
-        """The tool as the OpenAI chat API takes it."""
+    def validator_for(self, scope: Any) -> Draft202012Validator:
+        """The validator of ``schema(scope)``, built once per schema (a checked schema does not change)."""
+        if self.parameters_for is None:
+            return self.validator
+        schema = self.schema(scope)
+        held = self._validators.get(id(schema))
+        if held is None or held[0] is not schema:
+            held = self._validators[id(schema)] = (schema, Draft202012Validator(schema))
+        return held[1]
+
+    @cached_property
+    def _validators(self) -> dict[int, tuple[dict[str, Any], Draft202012Validator]]:
+        return {}
+
+    def definition(self, scope: Any = None) -> dict[str, Any]:
+        """The tool as the OpenAI chat API takes it, for ``scope``'s user, as a model reads it best
+        (``agent.tools.definitions``)."""
+        description, parameters = readable(self.description, self.schema(scope))
         return {
             "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+            "function": {"name": self.name, "description": description, "parameters": parameters},
         }
+
+    def offered_to(self, scope: Any) -> bool:
+        """Whether the site's own rules (``available``) let this user use the tool, asked once per turn."""
+        ask = self.available
+        if ask is None:
+            return True
+        return bool(once((self.name, "available", scope.user_id), lambda: ask(scope)))
+
+
+_THIS_TURN: ContextVar[dict[Any, Any] | None] = ContextVar("agent_tool_checks", default=None)
+
+
+@contextmanager
+def checked_once() -> Iterator[None]:
+    """What tools ask the site about a user (may they use it, what are its parameters) is asked
+    once inside this block (a turn), not again in each round and at each call."""
+    token = _THIS_TURN.set({})
+    try:
+        yield
+    finally:
+        _THIS_TURN.reset(token)
+
+
+def once(key: Any, compute: Callable[[], Any]) -> Any:
+    """``compute()``, remembered under ``key`` inside ``checked_once``; outside it, asked every time."""
+    memo = _THIS_TURN.get()
+    if memo is None:
+        return compute()
+    if key not in memo:
+        memo[key] = compute()
+    return memo[key]
 
 
 @dataclass(frozen=True)
@@ -97,6 +166,18 @@ class ToolContext:
         here cannot pass: only for a write tool's function (it runs at the user's Confirm, itself
         a CSRF-checked request) or a request that changes nothing."""
         return live_request(self.scope, method=method, path=path, query=query, data=data, csrf_checked=csrf_checked)
+
+
+OBJECT_NAME = gettext_lazy("%(thing)s %(key)s")
+
+
+def object_name(instance: Any) -> str:
+    """What a card and the model call a model's object: its ``str()``, unless that is only
+    Django's "Feeding object (1)", then its verbose name and key ("Feeding 1")."""
+    text = str(instance)
+    if text != f"{type(instance).__name__} object ({instance.pk})":
+        return text
+    return str(OBJECT_NAME) % {"thing": capfirst(str(instance._meta.verbose_name)), "key": instance.pk}
 
 
 class Refused(Exception):
@@ -152,6 +233,11 @@ class Registry:
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
         self._by_name: tuple[Tool, ...] | None = None  # sorted once per change: a turn's every round reads it
+        self.left_out: dict[str, str] = {}
+        """What a site registered that could not become a tool, and why: ``manage.py check`` names each."""
+
+    def leave_out(self, what: str, why: str) -> None:
+        self.left_out[what] = why
 
     def register(self, tool: Tool) -> Tool:
         if tool.name == FIND_TOOLS:
@@ -196,6 +282,7 @@ def agent_tool(
     title: Any = None,
     labels: Mapping[str, Any] | None = None,
     validate: Callable[..., None] | None = None,
+    tell_result: bool = False,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare a function as a tool; a bad declaration fails at start-up.
 
@@ -205,6 +292,8 @@ def agent_tool(
     for the tool and its preview's keys. A preview of ``{"fields": [...]}`` (see
     ``agent.confirmations.editable_fields``) lets the user change the fields marked
     ``editable`` on the card; ``validate`` checks what the schema cannot.
+    With ``tell_result``, what a confirmed write returns is what the model reads
+    of it in the next turn (an id it can go on from).
     """
 
     def declare(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -224,6 +313,7 @@ def agent_tool(
             title,
             dict(labels or {}),
             validate,
+            tell_result=tell_result,
         )
         registry.register(tool)
         func.agent_tool = tool  # type: ignore[attr-defined]

@@ -37,7 +37,7 @@ from ..conversations.store import GateClosed, RidingCheck, append_checked
 from ..errors import Forbidden, NotFound, Refusal
 from ..models import AgentSettings, AIRequest, Confirmation, Conversation, Lock, Message, Turn
 from ..statements import Columns, slot
-from ..tools import catalogue, execute_as, registry, visible_for
+from ..tools import catalogue, checked_once, execute_as, registry, visible_for
 from ..tools.registry import FIND_TOOLS
 from . import history, locks, monitor, stream, versions
 from .prompt import system_prompt
@@ -68,7 +68,7 @@ def run(turn_id: Any) -> None:
     turn = claimed.turn
     end = End(Status.INTERRUPTED, "crashed")
     try:
-        with locks.Heartbeat(turn), translation.override(turn.language):
+        with locks.Heartbeat(turn), translation.override(turn.language), checked_once():
             end = TurnRunner(claimed).run()
     except TurnEnded as ended:
         end = ended.end
@@ -231,7 +231,7 @@ class TurnRunner:
                 completion = complete(
                     self.turn.endpoint,
                     self.request_messages(number),
-                    tools=[t.definition() for t in shown] or None,
+                    tools=[t.definition(scope) for t in shown] or None,
                     user=scope.user,
                     source="agent",
                     task="agent.chat",
