@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import logging
+from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django import forms
 from django.core import validators
 from django.core.exceptions import ValidationError
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -19,7 +22,7 @@ from . import notices
 from .access import Actor, Scope, authorize_session
 from .conf import agent_settings
 from .conversations import parse_uuid
-from .errors import Expired, NotFound, NotWaiting
+from .errors import Expired, NotFound, NotWaiting, ToolFailed
 from .models import Confirmation, Conversation, Message
 from .tools.registry import Refused, Tool, ToolContext, ToolResult, compute_fingerprint, may_write, registry
 
@@ -115,8 +118,13 @@ def propose(tool: Tool, ctx: ToolContext, args: dict[str, Any], *, call_id: str,
     if waiting_duplicate(ctx.conversation, tool.name, args):
         return ToolResult("denied", {"error": "duplicate", "message": _("Already waiting for confirmation.")})
     try:
-        preview = tool.preview(ctx, **args)  # type: ignore[misc]
-        fingerprint = compute_fingerprint(tool, ctx, args, preview)
+        fingerprint = _current_fingerprint(tool, ctx, args) if tool.fingerprint is not None else None
+        with rolled_back():
+            if tool.validate is not None:
+                tool.validate(ctx, **args)
+            preview = tool.preview(ctx, **args)  # type: ignore[misc]
+        if fingerprint is None:
+            fingerprint = compute_fingerprint(tool, ctx, args, preview)
     except (SoftTimeLimitExceeded, Refused, ValidationError):  # the deadline; the site's own refusals
         raise
     except Exception as error:
@@ -135,6 +143,27 @@ def propose(tool: Tool, ctx: ToolContext, args: dict[str, Any], *, call_id: str,
     return ToolResult(
         "needs_confirmation", {"status": "confirmation_required", "confirmation_id": str(card.pk)}, confirmation=card
     )
+
+
+@contextmanager
+def rolled_back() -> Iterator[None]:
+    """Run the site's checks of a write that was not confirmed yet in a transaction that is undone.
+
+    A serializer's ``validate()``, a form's ``clean()`` or a ``save()`` that touches the database
+    (stops a running timer, takes a number from a counter) changes nothing before the user's
+    Confirm; what the checks do outside the database (mail, a call to another service) is the site's.
+    """
+    with transaction.atomic():
+        try:
+            yield
+        finally:
+            transaction.set_rollback(True)
+
+
+def _current_fingerprint(tool: Tool, ctx: ToolContext, args: dict[str, Any]) -> str:
+    """The digest of the data the write would change as it is now, read without keeping any change."""
+    with rolled_back():
+        return compute_fingerprint(tool, ctx, args)
 
 
 def create_card(
@@ -212,14 +241,15 @@ def _validate_edited(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) ->
     tool built from a serializer or a form validates), as the model's went. A tool's refusal of them
     as ``invalid_arguments`` is the user's to correct; any other refusal is raised as it came."""
     problems: dict[str, list[str]] = {}
-    for error in sorted(tool.validator.iter_errors(arguments), key=lambda e: list(e.path)):
+    for error in sorted(tool.validator_for(ctx.scope).iter_errors(arguments), key=lambda e: list(e.path)):
         problems.setdefault(str(error.path[0]) if error.path else "__all__", []).append(_for_a_person(error))
     if problems:
         raise ValidationError(problems)
     try:
-        if tool.validate is not None:
-            tool.validate(ctx, **arguments)
-        tool.preview(ctx, **arguments)  # type: ignore[misc]  # a write tool always has one
+        with rolled_back():
+            if tool.validate is not None:
+                tool.validate(ctx, **arguments)
+            tool.preview(ctx, **arguments)  # type: ignore[misc]  # a write tool always has one
     except ValidationError as invalid:
         fields = invalid.message_dict if hasattr(invalid, "error_dict") else {"__all__": invalid.messages}
         raise ValidationError(fields) from None
@@ -227,6 +257,11 @@ def _validate_edited(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) ->
         if refused.outcome != "invalid_arguments":
             raise
         raise ValidationError(_refused_fields(refused.result)) from None
+    except SoftTimeLimitExceeded:
+        raise
+    except Exception:  # the site's code broke on the user's values: the card waits, the page is told
+        logger.exception("agent tool %s: checking an edit failed", tool.name)
+        raise ToolFailed() from None
 
 
 def _refused_fields(result: Any) -> dict[str, list[str]]:
@@ -305,31 +340,42 @@ def _apply(
         ):
             raise NotWaiting()
         card.edits = edits or None
-        status, outcome = _run_write(card, tool, ctx, arguments)
+        status, outcome, card.result = _run_write(card, tool, ctx, arguments)
         if status != Status.DONE:
             Confirmation.objects.filter(pk=card.pk).update(status=status, outcome=outcome)
+        elif card.result:
+            Confirmation.objects.filter(pk=card.pk).update(result=card.result)
         _outcome_notice(card, status)
     card.status, card.decided_at, card.outcome = status, now, outcome
     return card
 
 
-def _run_write(card: Confirmation, tool: Any, ctx: ToolContext, arguments: dict[str, Any]) -> tuple[str, str]:
-    """The write, unless the data changed since the preview; its status and outcome text.
+def _run_write(card: Confirmation, tool: Any, ctx: ToolContext, arguments: dict[str, Any]) -> tuple[str, str, str]:
+    """The write, unless the data changed since the preview; its status, outcome text and what
+    it returned, as the model is told it.
 
     The data is the one the card showed: its digest is taken for the model's arguments, which
     name the object; the write runs with the arguments as the user left them.
     """
     try:
         with transaction.atomic():
-            if compute_fingerprint(tool, ctx, card.arguments) != card.fingerprint:
-                return Status.STALE, "data_changed"
-            tool.func(ctx, **arguments)
+            if _current_fingerprint(tool, ctx, card.arguments) != card.fingerprint:
+                return Status.STALE, "data_changed", ""
+            returned = tool.func(ctx, **arguments)
     except Refused as refused:  # the site's own checks, run again at the click
-        return Status.FAILED, refused.outcome
+        return Status.FAILED, refused.outcome, ""
     except Exception as error:
         logger.exception("agent card %s: %s failed", card.pk, card.tool_name)
-        return Status.FAILED, type(error).__name__
-    return Status.DONE, ""
+        return Status.FAILED, type(error).__name__, ""
+    return Status.DONE, "", _as_told(returned) if tool.tell_result else ""
+
+
+def _as_told(returned: Any) -> str:
+    """A write's answer as the model reads it in the next turn: JSON, cut to ``TOOL_RESULT_CHARS``."""
+    if returned is None:
+        return ""
+    text = json.dumps(returned, ensure_ascii=False, cls=DjangoJSONEncoder)
+    return text[: agent_settings.TOOL_RESULT_CHARS]
 
 
 def _settle(card: Confirmation, status: str, outcome: str) -> Confirmation:
@@ -351,4 +397,6 @@ def _outcome_notice(card: Confirmation, status: str) -> None:
     params: dict[str, Any] = {"tool": card.tool_name}
     if card.edits:
         params["edited"] = True
+    if card.result:
+        params["returned"] = True  # what the write returned is on the card, for the model's next turn
     notices.write_unless_gone(card.conversation_id, f"confirmation_{status}", params, confirmation=card)

@@ -181,6 +181,15 @@ class NotWaiting(Refusal):
     default_message = _("This request was already decided.")
 
 
+class ToolFailed(Refusal):
+    """The site's own code (its view, serializer or form) raised while checking the user's edits of
+    a card; the card waits on and the traceback is in the site's log."""
+
+    code = "tool_failed"
+    http_status = 409
+    default_message = _("The site could not check these values. Change them, or try again later.")
+
+
 class StalePage(Refusal):
     """The request's CSRF token was refused: the page is older than the session's token."""
 

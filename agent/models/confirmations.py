@@ -30,6 +30,7 @@ class Confirmation(models.Model):
     expires_at = models.DateTimeField()
     decided_at = models.DateTimeField(null=True, blank=True)
     outcome = models.CharField(max_length=200, blank=True)
+    result = models.TextField(blank=True)  # what a done write returned, as the model is told it; server only
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -1,9 +1,11 @@
 """What a turn shows the model of the chat so far.
 
 Kept: the user's messages and the final answers of earlier turns, and each
-card as a fixed phrase (its outcome, or "waiting"). Left out: tool calls and
-results of earlier turns and other notices: after a loss of rights the model
-must not see old data. Only the chat's active line is read: other versions of a
+card as a fixed phrase (its outcome, or "waiting"); a write confirmed since the
+user's last message brings what it returned (the view's answer, the saved
+object's key), so the model can go on from it. Left out: tool calls and
+results of earlier turns, older writes' answers and other notices: after a loss
+of rights the model must not see old data. Only the chat's active line is read: other versions of a
 message are not what the user now means. The window is filled from the newest back.
 """
 
@@ -30,19 +32,24 @@ _OUTCOME_PHRASES = {
 }
 
 
-def confirmation_phrase(tool_name: Any, outcome: str, edits: Any = None) -> str | None:
+def confirmation_phrase(tool_name: Any, outcome: str, edits: Any = None, result: str = "") -> str | None:
     """The fixed phrase for a card's outcome (or ``"waiting"``), in the active language.
 
     A card the user edited before it was done says so, with the values the write ran with: the
-    model must not take its own proposal for what happened.
+    model must not take its own proposal for what happened. ``result`` (a done write's answer,
+    as JSON text) follows on a line of its own.
     """
     phrase = _OUTCOME_PHRASES.get(outcome)
     if phrase is None or not isinstance(tool_name, str) or not tool_name:
         return None
     if outcome == "done" and isinstance(edits, dict) and edits:
         edited = json.dumps(edits, ensure_ascii=False, sort_keys=True, default=str)
-        return _("[confirmation] done, edited by the user: %(tool)s %(edits)s") % {"tool": tool_name, "edits": edited}
-    return phrase(tool_name)
+        said = _("[confirmation] done, edited by the user: %(tool)s %(edits)s") % {"tool": tool_name, "edits": edited}
+    else:
+        said = phrase(tool_name)
+    if outcome == "done" and result:
+        said += "\n" + _("It returned: %(result)s") % {"result": result}
+    return said
 
 
 def build(
@@ -107,8 +114,10 @@ def _assemble(
     kept: list[dict[str, Any]] = []
     total = len(current.get("content") or "")
     decided: set[Any] = set()
+    since_last_message = True  # a write's answer is told in the turn right after it alone
     for message in newest_first:
-        entry = _entry(message, attachments, decided, limit - total)
+        entry = _entry(message, attachments, decided, limit - total, since_last_message)
+        since_last_message = since_last_message and message.role != Message.Role.USER
         if entry is None:
             continue
         size = len(entry["content"])
@@ -122,9 +131,10 @@ def _assemble(
 
 
 def _entry(
-    message: Message | _Row, attachments: dict[Any, list[Any]], decided: set[Any], room: int
+    message: Message | _Row, attachments: dict[Any, list[Any]], decided: set[Any], room: int, fresh: bool
 ) -> dict[str, Any] | None:
-    """The model's view of one earlier message (``room``: what is left of the window), or None when it is left out."""
+    """The model's view of one earlier message (``room``: what is left of the window; ``fresh``:
+    no message of the user's came after it), or None when it is left out."""
     if message.role == Message.Role.USER:
         return {"role": "user", "content": _fitted(message.content, attachments.get(message.pk, []), room)}
     if message.role == Message.Role.ASSISTANT:
@@ -136,7 +146,8 @@ def _entry(
         if not message.confirmation_id or outcome == message.notice_code:
             return None
         decided.add(message.confirmation_id)
-        phrase = confirmation_phrase(_card_tool(message), outcome, _card_edits(message))
+        result = _card_result(message) if fresh and outcome == "done" else ""
+        phrase = confirmation_phrase(_card_tool(message), outcome, _card_edits(message), result)
         return {"role": "user", "content": phrase} if phrase else None
     if message.role == Message.Role.TOOL and _is_card(message):
         if message.confirmation_id in decided:
@@ -184,6 +195,15 @@ def _card_edits(notice: Message | _Row) -> Any:
     return Confirmation.objects.filter(pk=notice.confirmation_id).values_list("edits", flat=True).first()
 
 
+def _card_result(notice: Message | _Row) -> str:
+    """What the confirmed write returned (server only, read for the model)."""
+    if isinstance(notice, _Row):
+        return notice.card_result or ""
+    if not (notice.notice_params or {}).get("returned") or notice.confirmation_id is None:
+        return ""
+    return Confirmation.objects.filter(pk=notice.confirmation_id).values_list("result", flat=True).first() or ""
+
+
 def _is_card(message: Message | _Row) -> bool:
     return message.tool_outcome == Message.ToolOutcome.NEEDS_CONFIRMATION and bool(message.confirmation_id)
 
@@ -204,6 +224,7 @@ class _Row(NamedTuple):
     confirmation_id: Any
     card_tool: str | None
     card_edits: Any
+    card_result: str | None
     has_files: bool
 
 
@@ -220,6 +241,7 @@ _ROW_FIELDS = (
     "confirmation_id",
     "confirmation__tool_name",
     "confirmation__edits",
+    "confirmation__result",
     "has_files",
 )
 
