@@ -1,11 +1,15 @@
 """Tools from a site's Django REST Framework viewsets: the site's own views, run as the live user.
 
 ``register_viewset`` makes one tool per action. Every call dispatches the real view with a
-request of the live session (``agent.tools.requests``), so authentication, permission classes
-(object-level too), throttles, ``get_queryset`` scoping, filter backends and serializer
-validation all run as they do for the user's own HTTP request; the view's refusal is the
-tool's. Reads answer with the response data; writes become cards whose preview the serializer
-validated, and run only at the user's Confirm, through the view again.
+request of the live session (``agent.tools.requests``) at the path the site's router gives the
+action, so authentication, permission classes (object-level too), throttles, ``get_queryset``
+scoping, filter backends, versioning and serializer validation all run as they do for the
+user's own HTTP request; the view's refusal is the tool's. Reads answer with the response data;
+writes become cards whose preview the serializer validated (in a transaction that is undone),
+and run only at the user's Confirm, through the view again.
+
+Registration needs no request: what depends on one (the serializer a user's request gets, the
+permission classes' answer for this user) is asked when a user's turn needs it.
 
 DRF is an optional extra (``django-agent[drf]``): only this module imports it.
 """
@@ -14,14 +18,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from django import forms
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured, PermissionDenied, ValidationError
 from django.http import Http404
-from django.urls import NoReverseMatch, reverse
+from django.urls import NoReverseMatch, URLResolver, get_resolver, get_urlconf, reverse
 from django.utils.functional import lazy
+from django.utils.text import capfirst
 from django.utils.translation import gettext_lazy as _
 from rest_framework import serializers
 from rest_framework.exceptions import APIException
@@ -32,8 +39,11 @@ from rest_framework.schemas.openapi import AutoSchema
 from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.viewsets import GenericViewSet
 
-from .registry import Refused, Tool, ToolContext, declared
+from ..conf import agent_settings
+from .registry import EMPTY_OBJECT, Refused, Tool, ToolContext, declared, object_name, registry
 from .requests import live_request
+
+logger = logging.getLogger(__name__)
 
 READS = ("list", "retrieve")
 WRITES = {"create": "POST", "update": "PUT", "partial_update": "PATCH", "destroy": "DELETE"}
@@ -41,11 +51,12 @@ DETAIL = {"retrieve", "update", "partial_update", "destroy"}
 TITLES = {
     "list": _("List %(things)s"),
     "retrieve": _("Read %(thing)s"),
-    "create": _("Create %(thing)s"),
+    "create": _("Add %(thing)s"),
     "update": _("Change %(thing)s"),
     "partial_update": _("Change %(thing)s"),
     "destroy": _("Delete %(thing)s"),
 }
+ACTION_TITLE = _("%(action)s (%(thing)s)")
 DENIED_STATUSES = {401: "not_authenticated", 403: "permission_denied", 404: "not_found", 405: "not_allowed"}
 
 
@@ -64,6 +75,7 @@ class Action:
     initkwargs: Mapping[str, Any] = field(default_factory=dict, compare=False)
     """What ``@action(...)`` sets on the view for this action alone (``permission_classes``,
     ``serializer_class``, ``throttle_classes``, ...), given to the view as the router gives it."""
+    version: Any = None  # the API version a URL-path or namespace versioning routes the tool's requests to
 
     @property
     def writes(self) -> bool:
@@ -79,22 +91,36 @@ def register_viewset(
     names: Mapping[str, str] | None = None,
     descriptions: Mapping[str, str] | None = None,
     titles: Mapping[str, Any] | None = None,
+    permission: str | None = None,
+    fingerprint_fields: Iterable[str] | None = None,
+    version: Any = None,
 ) -> list[Tool]:
     """One tool per action of the viewset (``actions`` picks some): reads for ``list`` and
-    ``retrieve``, writes of ``module`` (default: the model's app label) for the rest.
+    ``retrieve``, writes of ``module`` (default: the model's app label) for the rest. An action
+    whose renderers offer no JSON (an HTML page) is left out, and ``manage.py check`` names it.
 
     ``names``, ``descriptions`` and ``titles`` (what the page calls a tool: lazy translations)
-    replace, by action, what is made from the viewset, its docstrings and its model's name."""
-    found = _actions(viewset_class, basename)
+    replace, by action, what is made from the viewset, its actions' docstrings and its model's
+    names. ``permission`` is a Django permission the user must hold besides what the viewset's
+    permission classes ask. ``fingerprint_fields`` names the fields whose change since a card
+    was shown makes it stale (default: the serializer's writable fields). ``version`` is the API
+    version the tools' requests are routed to under URL-path versioning (default: the
+    versioning class's default, else its last allowed version)."""
+    found = _actions(viewset_class, basename, version)
     wanted = list(actions) if actions is not None else list(found)
     unknown = sorted(set(wanted) - set(found))
     if unknown:
         raise ImproperlyConfigured(f"{viewset_class.__name__} has no action {', '.join(unknown)}.")
     model = _model_of(viewset_class)
     write_module = module or (model._meta.app_label if model is not None else None)
+    chosen = list(fingerprint_fields) if fingerprint_fields is not None else None
     tools = []
     for name in wanted:
         action = found[name]
+        if not _speaks_json(action):
+            where = f"{viewset_class.__module__}.{viewset_class.__qualname__}.{name}"
+            registry.leave_out(where, "its renderers offer no JSON, which is all a tool can read.")
+            continue
         if action.writes and not write_module:
             raise ImproperlyConfigured(f"{viewset_class.__name__}: name the module of its writes (module=...).")
         tool = Tool(
@@ -102,11 +128,15 @@ def register_viewset(
             kind="write" if action.writes else "read",
             description=(descriptions or {}).get(name) or _description(action, model),
             func=_run(action),
-            parameters=_parameters(action),
+            parameters=_parameters_known_without_request(action),
+            permission=permission,
             module=write_module if action.writes else None,
             preview=_preview(action) if action.writes else None,
-            fingerprint=_fingerprint(action) if action.writes else None,
+            fingerprint=_fingerprint(action, chosen) if action.writes else None,
             title=(titles or {}).get(name) or _title(action, model),
+            parameters_for=_parameters_for(action),
+            available=_available(action),
+            tell_result=action.writes,
         )
         tools.append(declared(tool))
     return tools
@@ -115,14 +145,14 @@ def register_viewset(
 # -- what the viewset has --------------------------------------------------------------
 
 
-def _actions(viewset_class: type[GenericViewSet], basename: str) -> dict[str, Action]:
+def _actions(viewset_class: type[GenericViewSet], basename: str, version: Any) -> dict[str, Action]:
     lookup = str(getattr(viewset_class, "lookup_url_kwarg", None) or getattr(viewset_class, "lookup_field", "pk"))
     found = {}
     for name in READS + tuple(WRITES):
         if hasattr(viewset_class, name):
             method, detail = WRITES.get(name, "GET"), name in DETAIL
             route = f"{basename}-{'detail' if detail else 'list'}"
-            found[name] = Action(viewset_class, name, method, detail, lookup, basename, name, route)
+            found[name] = Action(viewset_class, name, method, detail, lookup, basename, name, route, version=version)
     for extra in viewset_class.get_extra_actions():
         methods = [m.upper() for m in extra.mapping]
         unsafe = [m for m in methods if m not in ("GET", "HEAD", "OPTIONS")]
@@ -137,17 +167,137 @@ def _actions(viewset_class: type[GenericViewSet], basename: str) -> dict[str, Ac
             handler=extra.mapping[method.lower()],
             route=f"{basename}-{extra.url_name}",
             initkwargs=dict(extra.kwargs),
+            version=version,
         )
     return found
 
 
 def _model_of(viewset_class: type[GenericViewSet]) -> Any:
     queryset = getattr(viewset_class, "queryset", None)
-    return getattr(queryset, "model", None)
+    if queryset is not None:
+        return queryset.model
+    meta = getattr(getattr(viewset_class, "serializer_class", None), "Meta", None)
+    return getattr(meta, "model", None)
+
+
+def _speaks_json(action: Action) -> bool:
+    """Whether the action can answer in JSON: among its renderers is one of a JSON media type."""
+    renderers = action.initkwargs.get("renderer_classes") or action.viewset.renderer_classes
+    return any("json" in str(getattr(renderer, "media_type", "")) for renderer in renderers)
+
+
+def _title(action: Action, model: Any) -> Any:
+    if model is None:
+        return None
+    meta = model._meta
+    template = TITLES.get(action.name)
+    if template is None:
+        words = str(action.initkwargs.get("name") or action.name.replace("_", " ").capitalize())
+        return lazy(lambda: str(ACTION_TITLE) % {"action": words, "thing": meta.verbose_name}, str)()
+    return lazy(lambda: str(template) % {"thing": meta.verbose_name, "things": meta.verbose_name_plural}, str)()
+
+
+def _description(action: Action, model: Any) -> str:
+    """The action's own docstring (its first paragraph), else a sentence from the model's names:
+    never the viewset's docstring, which is written for the site's developers."""
+    handler = getattr(action.viewset, action.name, None)
+    own = None if str(getattr(handler, "__module__", "")).startswith("rest_framework") else handler.__doc__
+    if own and own.strip():
+        return own.strip().split("\n\n")[0]
+    what = str(model._meta.verbose_name_plural) if model is not None else action.basename
+    card = " The user confirms it on a card first." if action.writes else ""
+    phrase = {
+        "list": f"List the {what} the user may see; filters, ordering and pages are parameters.",
+        "retrieve": f"Read one of the {what} the user may see, by its {action.lookup}.",
+        "create": f"Add one of the user's {what}.",
+        "update": f"Replace one of the user's {what}, by its {action.lookup}.",
+        "partial_update": f"Change some fields of one of the user's {what}, by its {action.lookup}.",
+        "destroy": f"Delete one of the user's {what}, by its {action.lookup}.",
+    }.get(action.name, f"{action.name.replace('_', ' ').capitalize()} one of the user's {what}.")
+    return phrase + card
+
+
+# -- where the site routes it, and the view set up for a request ---------------------------
+
+
+_ROUTES: dict[tuple[Any, ...], tuple[str, frozenset[str]] | None] = {}
+
+
+def _routed(action: Action) -> tuple[str, frozenset[str]] | None:
+    """The URL name the site's URLconf gives the action (its namespaces in front) and the keywords
+    its pattern takes, or None where the viewset is not routed there. Found once per URLconf."""
+    urlconf = get_urlconf() or settings.ROOT_URLCONF
+    key = (urlconf, action.viewset, action.route)
+    if key not in _ROUTES:
+        _ROUTES[key] = next(
+            (
+                (":".join((*namespaces, pattern.name)), keywords | frozenset(pattern.pattern.regex.groupindex))
+                for pattern, namespaces, keywords in _patterns(get_resolver(urlconf).url_patterns, (), frozenset())
+                if pattern.name == action.route and getattr(pattern.callback, "cls", None) is action.viewset
+            ),
+            None,
+        )
+    return _ROUTES[key]
+
+
+def _patterns(patterns: Iterable[Any], namespaces: tuple[str, ...], keywords: frozenset[str]) -> Iterator[Any]:
+    for pattern in patterns:
+        if isinstance(pattern, URLResolver):
+            inner = (*namespaces, pattern.namespace) if pattern.namespace else namespaces
+            yield from _patterns(pattern.url_patterns, inner, keywords | frozenset(pattern.pattern.regex.groupindex))
+        else:
+            yield pattern, namespaces, keywords
+
+
+def _url_kwargs(action: Action, lookup: Any) -> dict[str, Any]:
+    """The keywords the router's URL gives the view: the object's lookup, and the API version
+    where the URL carries it."""
+    kwargs = {action.lookup: str(lookup)} if action.detail else {}
+    routed = _routed(action)
+    scheme = action.viewset.versioning_class
+    param = getattr(scheme, "version_param", None)
+    if routed is not None and param in routed[1]:
+        version = action.version if action.version is not None else _default_version(scheme)
+        if version is not None:
+            kwargs[param] = str(version)
+    return kwargs
+
+
+def _default_version(scheme: Any) -> Any:
+    allowed = list(getattr(scheme, "allowed_versions", None) or [])
+    default = getattr(scheme, "default_version", None)
+    return default if default is not None else (allowed[-1] if allowed else None)
+
+
+def _path(action: Action, kwargs: dict[str, Any]) -> str:
+    """The action's own URL where the site routes the viewset (pagination links and hyperlinked
+    fields are built from it), else ``/``."""
+    routed = _routed(action)
+    if routed is None:
+        return "/"
+    try:
+        return reverse(routed[0], kwargs=kwargs or None)
+    except NoReverseMatch:
+        return "/"
+
+
+def _view_for(action: Action, scope: Any, args: dict[str, Any] | None = None, *, data: Any = None) -> Any:
+    """The viewset as its dispatch sets it up for this user's request to the action, before its
+    checks and its handler run: the request wrapped, the URL's keywords, the action, the version."""
+    lookup, _rest = _split(action, args or {})
+    kwargs = _url_kwargs(action, lookup)
+    request = live_request(scope, method=action.method, path=_path(action, kwargs), data=data, csrf_checked=True)
+    view = action.viewset(basename=action.basename, detail=action.detail, **action.initkwargs)
+    view.action_map = {action.method.lower(): action.handler}
+    view.args, view.kwargs, view.format_kwarg = (), kwargs, None
+    view.request = view.initialize_request(request, **kwargs)
+    view.headers = view.default_response_headers
+    view.request.version, view.request.versioning_scheme = view.determine_version(view.request, **kwargs)
+    return view
 
 
 def _introspected(action: Action) -> GenericViewSet:
-    """The viewset as its own code sees it for ``action``, with no request: for its serializer."""
+    """The viewset as its own code sees it for ``action`` with no request at all."""
     view = action.viewset(
         action=action.handler, request=None, format_kwarg=None, args=(), kwargs={}, **action.initkwargs
     )
@@ -155,54 +305,105 @@ def _introspected(action: Action) -> GenericViewSet:
     return view
 
 
-def _title(action: Action, model: Any) -> Any:
-    template = TITLES.get(action.name)
-    if template is None or model is None:
-        return None
-    meta = model._meta
-    return lazy(lambda: str(template) % {"thing": meta.verbose_name, "things": meta.verbose_name_plural}, str)()
+def _available(action: Action) -> Callable[[Any], bool]:
+    """Whether the viewset's permission classes let this user's request to the action through
+    ``has_permission`` (its authentication and version too): a tool every call of which would be
+    refused is not offered. The object-level checks run with each call."""
 
+    def available(scope: Any) -> bool:
+        try:
+            view = _view_for(action, scope)
+            view.perform_authentication(view.request)
+            view.check_permissions(view.request)
+        except (APIException, Http404, PermissionDenied):
+            return False
+        except Exception:
+            logger.exception("agent tool of %s.%s: its permission check failed", action.viewset.__name__, action.name)
+            return False
+        return True
 
-def _description(action: Action, model: Any) -> str:
-    own = getattr(getattr(action.viewset, action.name, None), "__doc__", None)
-    inherited = own and getattr(getattr(GenericViewSet, action.name, None), "__doc__", None) == own
-    if own and not inherited and str(own).strip():
-        return str(own).strip()
-    what = str(model._meta.verbose_name_plural) if model is not None else action.basename
-    general = (action.viewset.__doc__ or "").strip().split("\n\n")[0]
-    phrase = {
-        "list": f"List the {what} the user may see; filters, search, ordering and pages are parameters.",
-        "retrieve": f"Read one of the {what} the user may see, by its {action.lookup}.",
-        "create": f"Create one of the user's {what}. The user confirms it on a card first.",
-        "update": f"Replace one of the user's {what}, by its {action.lookup}. The user confirms it on a card first.",
-        "partial_update": f"Change some fields of one of the user's {what}. The user confirms it on a card first.",
-        "destroy": f"Delete one of the user's {what}, by its {action.lookup}. The user confirms it on a card first.",
-    }.get(action.name, f"The {action.name.replace('_', ' ')} action on the user's {what}.")
-    return f"{general} {phrase}".strip()
+    return available
 
 
 # -- parameters --------------------------------------------------------------------
 
 
-def _parameters(action: Action) -> dict[str, Any]:
+def _parameters_known_without_request(action: Action) -> dict[str, Any]:
+    """The parameters as far as the viewset's classes tell them with no request: what a listing of
+    every tool shows. A viewset whose code needs a request for them gives its lookup alone here;
+    each user's turn gets the full ones (``_parameters_for``)."""
+    try:
+        return _parameters(action, _introspected(action))
+    except Exception:
+        return _parameters(action, None)
+
+
+def _parameters_for(action: Action) -> Callable[[Any], dict[str, Any]]:
+    """The parameters this user's request gets: built from the serializer (and filters) the
+    viewset chooses for it, once per serializer class, so every user of one class shares them."""
+    built: dict[Any, dict[str, Any]] = {}
+
+    def parameters_for(scope: Any) -> dict[str, Any]:
+        try:
+            view = _view_for(action, scope)
+            key = _schema_key(action, view)
+            if key not in built:
+                built[key] = _parameters(action, view)
+            return built[key]
+        except Exception:
+            logger.exception("agent tool of %s.%s: its parameters failed", action.viewset.__name__, action.name)
+            return _parameters_known_without_request(action)
+
+    return parameters_for
+
+
+def _schema_key(action: Action, view: Any) -> Any:
+    """What the parameters depend on for this request: the serializer class of a write, the
+    filterset and paginator of a list."""
+    if action.name == "list":
+        backends = tuple(view.filter_backends)
+        filterset = getattr(view, "filterset_class", None) or getattr(view, "filterset_fields", None)
+        return ("list", backends, str(filterset), type(view.paginator))
+    if action.writes and action.name != "destroy":
+        return ("body", view.get_serializer_class())
+    return ("lookup",)
+
+
+def _parameters(action: Action, view: GenericViewSet | None) -> dict[str, Any]:
     """The action's arguments as JSON Schema: the lookup of a detail action, the list's query
-    parameters, the serializer's writable fields for a write."""
-    view = _introspected(action)
+    parameters, the serializer's writable fields for a write that takes a body."""
     properties: dict[str, Any] = {}
     required: list[str] = []
     if action.detail:
         properties[action.lookup] = {"type": ["integer", "string"], "description": f"The object's {action.lookup}."}
         required.append(action.lookup)
-    if action.name == "list":
+    if view is not None and action.name == "list":
         properties.update(_query_parameters(view))
-    elif action.writes and action.name != "destroy":
+    elif view is not None and action.writes and action.name != "destroy" and _takes_body(action, view):
         body = _body_schema(view, partial=action.name == "partial_update" or action.name not in WRITES)
         properties.update(body["properties"])
         required += [name for name in body.get("required", []) if name not in required]
-    schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
+    schema: dict[str, Any] = {**EMPTY_OBJECT, "properties": properties}
     if required:
         schema["required"] = required
     return schema
+
+
+def _takes_body(action: Action, view: Any) -> bool:
+    """A create or an update takes the serializer's fields; an ``@action`` only those of a
+    serializer of its own (``@action(serializer_class=...)``, or one ``get_serializer_class``
+    chooses for it), never the viewset's, whose fields it would ignore."""
+    if action.name in WRITES:
+        return True
+    if "serializer_class" in action.initkwargs:
+        return True
+    general = action.viewset(
+        action="retrieve", request=view.request, format_kwarg=None, args=(), kwargs=view.kwargs, detail=True
+    )
+    try:
+        return bool(view.get_serializer_class() is not general.get_serializer_class())
+    except (AssertionError, AttributeError):  # no serializer at all for one of them
+        return False
 
 
 def _query_parameters(view: GenericViewSet) -> dict[str, Any]:
@@ -210,9 +411,9 @@ def _query_parameters(view: GenericViewSet) -> dict[str, Any]:
     for backend in view.filter_backends:
         if issubclass(backend, SearchFilter) and not getattr(view, "search_fields", None):
             continue
-        if issubclass(backend, OrderingFilter) and getattr(view, "ordering_fields", None) is None:
-            continue
-        if hasattr(backend, "get_filterset_class"):  # django-filter's DjangoFilterBackend, or one built like it
+        if issubclass(backend, OrderingFilter):
+            parameters += _ordering_parameters(backend, view)
+        elif hasattr(backend, "get_filterset_class"):  # django-filter's DjangoFilterBackend, or one built like it
             parameters += _filterset_parameters(backend(), view)
         elif hasattr(backend, "get_schema_operation_parameters"):
             parameters += backend().get_schema_operation_parameters(view)
@@ -225,20 +426,39 @@ def _query_parameters(view: GenericViewSet) -> dict[str, Any]:
     }
 
 
+def _ordering_parameters(backend: type[OrderingFilter], view: GenericViewSet) -> list[dict[str, Any]]:
+    """``ordering`` with the fields the viewset allows (and their ``-`` forms, for descending)."""
+    fields = getattr(view, "ordering_fields", None)
+    if fields is None:
+        return []
+    schema: dict[str, Any] = {"type": "string"}
+    description = str(backend.ordering_description)
+    if isinstance(fields, (list, tuple)):
+        names = [name if isinstance(name, str) else name[0] for name in fields]
+        schema["enum"] = [*names, *(f"-{name}" for name in names)]
+        description = f"{description} A '-' in front orders descending."
+    return [{"name": backend.ordering_param, "in": "query", "description": description, "schema": schema}]
+
+
 def _filterset_parameters(backend: Any, view: GenericViewSet) -> list[dict[str, Any]]:
     """The filters of the filterset the backend would use (the view's ``filterset_class``, or one
     made of its ``filterset_fields``) as query parameters, read from the filterset itself: the
     backend's own schema method went in django-filter 25.1. Bound to the viewset's queryset, as
-    for a request, its filters have their labels ("Title contains")."""
+    for a request, its filters have their labels ("Title contains") and keep their ``help_text``."""
     queryset = getattr(view, "queryset", None)
     filterset_class = backend.get_filterset_class(view, queryset)
     if filterset_class is None:
         return []
     filters = filterset_class(queryset=queryset).filters if queryset is not None else filterset_class.base_filters
     return [
-        {"name": name, "in": "query", "description": str(f.label or name), "schema": _filter_schema(f)}
+        {"name": name, "in": "query", "description": _filter_words(name, f), "schema": _filter_schema(f)}
         for name, f in filters.items()
     ]
+
+
+def _filter_words(name: str, query_filter: Any) -> str:
+    label, help_text = str(query_filter.label or name), query_filter.extra.get("help_text")
+    return f"{label}: {help_text}" if help_text else label
 
 
 def _filter_schema(query_filter: Any) -> dict[str, Any]:
@@ -271,10 +491,15 @@ def _body_schema(view: GenericViewSet, *, partial: bool) -> dict[str, Any]:
     schema = AutoSchema()
     schema.view = view
     mapped = schema.map_serializer(serializer)
-    writable = {name for name, field in serializer.fields.items() if not field.read_only}
+    writable = {name for name, field in serializer.fields.items() if _offered(field)}
     properties = {name: _json_schema(s) for name, s in mapped["properties"].items() if name in writable}
     required = [] if partial else [name for name in mapped.get("required", []) if name in writable]
     return {"properties": properties, "required": required}
+
+
+def _offered(field: serializers.Field) -> bool:
+    """A field the model can fill: writable, and not a file (no JSON value uploads one)."""
+    return not field.read_only and not isinstance(field, serializers.FileField)
 
 
 def _json_schema(openapi: dict[str, Any]) -> dict[str, Any]:
@@ -298,17 +523,18 @@ def _run(action: Action) -> Callable[..., Any]:
 
 
 def _dispatch(action: Action, ctx: ToolContext, args: dict[str, Any], *, csrf_checked: bool) -> Response:
-    """The view, as the live user's request for it would run."""
+    """The view, as the live user's request for it would run, at the path the router gives it."""
     lookup, rest = _split(action, args)
     query = rest if action.method == "GET" else None
     data = rest if action.method != "GET" and action.name != "destroy" else None
+    kwargs = _url_kwargs(action, lookup)
     request = live_request(
-        ctx.scope, method=action.method, path=_path(action, lookup), query=query, data=data, csrf_checked=csrf_checked
+        ctx.scope, method=action.method, path=_path(action, kwargs), query=query, data=data, csrf_checked=csrf_checked
     )
     view = action.viewset.as_view(
         {action.method.lower(): action.handler}, basename=action.basename, detail=action.detail, **action.initkwargs
     )
-    return view(request, **({action.lookup: str(lookup)} if action.detail else {}))
+    return view(request, **kwargs)
 
 
 def _answer(response: Response) -> Any:
@@ -334,14 +560,6 @@ def _split(action: Action, args: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     return (rest.pop(action.lookup, None) if action.detail else None), rest
 
 
-def _path(action: Action, lookup: Any) -> str:
-    """The action's own URL where the site routes the viewset (pagination links use it), else ``/``."""
-    try:
-        return reverse(action.route, kwargs={action.lookup: lookup} if action.detail else None)
-    except NoReverseMatch:
-        return "/"
-
-
 # -- a write's card ---------------------------------------------------------------------
 
 
@@ -350,13 +568,8 @@ def _prepared(action: Action, ctx: ToolContext, args: dict[str, Any], *, checks:
     authentication, permissions and throttles, and the serializer bound to the arguments and
     validated; always its object (``get_queryset`` scoping and object permissions run).
     (view, object or None, serializer or None)."""
-    lookup, rest = _split(action, args)
-    view = action.viewset(basename=action.basename, detail=action.detail, **action.initkwargs)
-    view.action_map = {action.method.lower(): action.handler}
-    view.args, view.kwargs, view.format_kwarg = (), ({action.lookup: str(lookup)} if action.detail else {}), None
-    request = live_request(ctx.scope, method=action.method, path=_path(action, lookup), data=rest, csrf_checked=True)
-    view.request = view.initialize_request(request, **view.kwargs)
-    view.headers = view.default_response_headers
+    _lookup, rest = _split(action, args)
+    view = _view_for(action, ctx.scope, args, data=rest)
     try:
         if checks:
             _throttles_judge_only(view)
@@ -408,8 +621,8 @@ def _preview(action: Action) -> Callable[..., Any]:
         view, instance, serializer = _prepared(action, ctx, args, checks=True)
         rows = []
         if instance is not None:
-            label = str(instance._meta.verbose_name).capitalize()
-            rows.append({"name": action.lookup, "label": label, "value": str(instance), "editable": False})
+            label = capfirst(str(instance._meta.verbose_name))
+            rows.append({"name": action.lookup, "label": label, "value": object_name(instance), "editable": False})
         current = _state(action, view, instance) if instance is not None else {}
         fields = view.get_serializer(instance).fields
         given = current if action.name == "destroy" else _split(action, args)[1]
@@ -434,23 +647,35 @@ def _preview(action: Action) -> Callable[..., Any]:
     return preview
 
 
-def _fingerprint(action: Action) -> Callable[..., str]:
-    """A digest of the object's current state as the user's serializer shows it: a change made
-    since the card was shown refuses the click. An action on no one object (a create) has no
-    state to compare; its checks run when the view is dispatched at Confirm."""
+def _fingerprint(action: Action, chosen: list[str] | None) -> Callable[..., str]:
+    """A digest of the object's data the write would change, as the user's serializer shows it: a
+    change made since the card was shown refuses the click. Only the writable fields (or the
+    ``chosen`` ones) and the lookup count: a read-only, computed or time-dependent value (a
+    running duration, a modified time) never makes a card stale. An action on no one object (a
+    create) has no state to compare; its checks run when the view is dispatched at Confirm."""
 
     def fingerprint(ctx: ToolContext, **args: Any) -> str:
         if not action.detail:
             return hashlib.sha256(b"null").hexdigest()
-        view, instance, _serializer = _prepared(action, ctx, {action.lookup: args.get(action.lookup)}, checks=False)
-        return hashlib.sha256(JSONRenderer().render(_state(action, view, instance))).hexdigest()
+        lookup = args.get(action.lookup)
+        view, instance, _serializer = _prepared(action, ctx, {action.lookup: lookup}, checks=False)
+        serializer = _state_serializer(action, view, instance)
+        names = chosen if chosen is not None else [n for n, f in serializer.fields.items() if not f.read_only]
+        data = serializer.data
+        state = {"lookup": str(lookup), "fields": {name: data.get(name) for name in names}}
+        return hashlib.sha256(JSONRenderer().render(state)).hexdigest()
 
     return fingerprint
 
 
 def _state(action: Action, view: GenericViewSet, instance: Any) -> Any:
-    """The object as the viewset shows it to this user: through the serializer its ``retrieve``
-    would use, since an ``@action``'s own serializer may be one of input alone."""
+    """The object as the viewset shows it to this user."""
+    return _state_serializer(action, view, instance).data
+
+
+def _state_serializer(action: Action, view: GenericViewSet, instance: Any) -> serializers.BaseSerializer:
+    """The serializer the viewset shows the object with to this user: the one its ``retrieve``
+    would use for an ``@action``, whose own serializer may be one of input alone."""
     if action.name not in WRITES:
         view = action.viewset(
             basename=action.basename,
@@ -461,15 +686,16 @@ def _state(action: Action, view: GenericViewSet, instance: Any) -> Any:
             args=(),
             kwargs=view.kwargs,
         )
-    return view.get_serializer(instance).data
+    return view.get_serializer(instance)
 
 
 def _editable_type(field: serializers.Field) -> str | None:
-    """The widget a card gives a serializer field, or None for one the user edits elsewhere."""
+    """The widget a card gives a serializer field, or None for one the user edits elsewhere. A
+    choice among more than ``TOOL_ENUM_MAX`` is typed (the serializer judges it), not listed."""
     if isinstance(field, serializers.BooleanField):
         return "boolean"
     if isinstance(field, serializers.ChoiceField) and not isinstance(field, serializers.MultipleChoiceField):
-        return "choice"
+        return "choice" if len(field.choices) <= agent_settings.TOOL_ENUM_MAX else "text"
     if isinstance(field, serializers.IntegerField):
         return "integer"
     if isinstance(field, (serializers.FloatField, serializers.DecimalField)):

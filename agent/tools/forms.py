@@ -1,9 +1,12 @@
 """Tools from a site's Django forms: the form's own fields and ``clean()`` check the model's call.
 
 ``register_form`` makes one tool of a plain or a model form. Its parameters are the form's
-fields; a call is valid when the bound form is (its errors are the model's ``invalid_arguments``
-and, on a card, the user's messages beside the fields). A write is a card; at Confirm the form
-is bound and validated again, then saved.
+fields (file fields left out: no JSON value uploads one); a call is valid when the bound form is
+(its errors are the model's ``invalid_arguments`` and, on a card, the user's messages beside the
+fields). A ModelForm starts from the object's values as the form itself shows them (a
+many-to-many as its field represents it), so a field the call does not give is saved as it was.
+A write is a card; at Confirm the form is bound and validated again, then saved, and the saved
+object's key and name are what the model learns.
 """
 
 from __future__ import annotations
@@ -14,10 +17,16 @@ from typing import Any, Callable
 
 from django import forms
 from django.core.exceptions import ImproperlyConfigured, ObjectDoesNotExist, ValidationError
-from django.forms.models import model_to_dict
+from django.core.serializers.json import DjangoJSONEncoder
+from django.utils.functional import lazy
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
-from .registry import Refused, Tool, ToolContext, declared
+from ..conf import agent_settings
+from .registry import Refused, Tool, ToolContext, declared, object_name
+
+ADD = gettext_lazy("Add %(thing)s")
+CHANGE = gettext_lazy("Change %(thing)s")
 
 
 def register_form(
@@ -33,6 +42,7 @@ def register_form(
     extra_parameters: dict[str, Any] | None = None,
     form_kwargs: Callable[[ToolContext], dict[str, Any]] | None = None,
     title: Any = None,
+    fingerprint_fields: list[str] | None = None,
 ) -> Tool:
     """A tool of ``form_class``.
 
@@ -40,6 +50,8 @@ def register_form(
     ``extra_parameters``, e.g. the note's id, reach it but not the form); ``save(ctx, form)``
     applies a valid form (default ``form.save()``), and for a read returns its answer.
     ``form_kwargs(ctx)`` gives the form what its ``__init__`` takes besides data (a user, a request).
+    ``title`` defaults to "Add <thing>" or "Change <thing>" from a ModelForm's model;
+    ``fingerprint_fields`` names the fields whose change since the card makes it stale (default: all).
     """
     if kind not in ("read", "write"):
         raise ImproperlyConfigured(f"agent tool {name!r}: kind must be 'read' or 'write'.")
@@ -47,12 +59,12 @@ def register_form(
         raise ImproperlyConfigured(f"agent tool {name!r}: a plain form needs save=, which applies it.")
     if kind == "write" and not module:
         raise ImproperlyConfigured(f"agent tool {name!r}: a write tool needs a module.")
-    binder = _Binder(form_class, instance, extra_parameters or {}, form_kwargs)
+    binder = _Binder(form_class, instance, extra_parameters or {}, form_kwargs, fingerprint_fields)
 
     def run(ctx: ToolContext, **args: Any) -> Any:
         form = binder.valid(ctx, args)
         answer = save(ctx, form) if save is not None else form.save()
-        return answer if kind == "read" else {"ok": True, "id": getattr(answer, "pk", None)}
+        return answer if kind == "read" else _saved(answer)
 
     tool = Tool(
         name=name,
@@ -64,10 +76,27 @@ def register_form(
         module=module if kind == "write" else None,
         preview=binder.preview if kind == "write" else None,
         fingerprint=binder.fingerprint if kind == "write" and instance is not None else None,
-        title=title,
+        title=title or _title(form_class, edits=instance is not None),
         validate=binder.validate if kind == "read" else None,  # a write's preview validates
+        tell_result=kind == "write",
     )
     return declared(tool)
+
+
+def _saved(answer: Any) -> dict[str, Any]:
+    """What the model learns of a confirmed write: the saved object's key and name."""
+    if getattr(answer, "_meta", None) is None or getattr(answer, "pk", None) is None:
+        return {"ok": True}
+    return {"ok": True, "id": answer.pk, "object": object_name(answer)}
+
+
+def _title(form_class: type[forms.BaseForm], *, edits: bool) -> Any:
+    """ "Add feeding" or "Change feeding", from a ModelForm's model; None for a plain form."""
+    model = getattr(getattr(form_class, "_meta", None), "model", None)
+    if model is None:
+        return None
+    template = CHANGE if edits else ADD
+    return lazy(lambda: str(template) % {"thing": model._meta.verbose_name}, str)()
 
 
 class _Binder:
@@ -79,9 +108,12 @@ class _Binder:
         instance: Callable[..., Any] | None,
         extra: dict[str, Any],
         form_kwargs: Callable[[ToolContext], dict[str, Any]] | None,
+        fingerprint_fields: list[str] | None,
     ) -> None:
         self.form_class, self.instance, self.extra, self.form_kwargs = form_class, instance, extra, form_kwargs
-        self.fields: dict[str, forms.Field] = form_class.base_fields  # type: ignore[attr-defined]  # the metaclass sets it
+        every: dict[str, forms.Field] = form_class.base_fields  # type: ignore[attr-defined]  # the metaclass sets it
+        self.fields = {name: field for name, field in every.items() if not isinstance(field, forms.FileField)}
+        self.fingerprint_fields = fingerprint_fields or list(self.fields)
 
     def parameters(self) -> dict[str, Any]:
         properties = {name: _schema(field) for name, field in self.fields.items()}
@@ -104,18 +136,31 @@ class _Binder:
         except ObjectDoesNotExist:
             raise Refused("denied", {"error": "not_found", "message": _("Not found.")}) from None
 
-    def bound(self, ctx: ToolContext, args: dict[str, Any]) -> tuple[forms.BaseForm, Any]:
-        """The form bound to the arguments; a ModelForm's fields not given keep the object's values."""
-        obj = self.edited(ctx, args)
-        data = model_to_dict(obj, fields=list(self.fields)) if obj is not None else {}
-        data.update({name: value for name, value in args.items() if name in self.fields})
+    def _kwargs(self, ctx: ToolContext, obj: Any) -> dict[str, Any]:
         kwargs = dict(self.form_kwargs(ctx)) if self.form_kwargs is not None else {}
         if obj is not None:
             kwargs["instance"] = obj
-        return self.form_class(data=data, **kwargs), obj
+        return kwargs
+
+    def values(self, ctx: ToolContext, obj: Any) -> dict[str, Any]:
+        """The object's values of the form's fields as the form itself shows them to a person (its
+        fields' ``prepare_value``: tags as "birth, hospital", a many-to-many as its keys), which
+        the same form reads back unchanged when it is bound to them."""
+        if obj is None:
+            return {}
+        unbound = self.form_class(**self._kwargs(ctx, obj))
+        return {name: unbound[name].value() for name in self.fields}
+
+    def bound(self, ctx: ToolContext, args: dict[str, Any]) -> tuple[forms.BaseForm, Any, dict[str, Any]]:
+        """The form bound to the arguments; a ModelForm's fields not given keep the object's values.
+        (form, object or None, the object's values before the call)."""
+        obj = self.edited(ctx, args)
+        old = self.values(ctx, obj)
+        data = {**old, **{name: value for name, value in args.items() if name in self.fields}}
+        return self.form_class(data=data, **self._kwargs(ctx, obj)), obj, old
 
     def valid(self, ctx: ToolContext, args: dict[str, Any]) -> Any:
-        form, _obj = self.bound(ctx, args)
+        form, _obj, _old = self.bound(ctx, args)
         _raise_unless_valid(form)
         return form
 
@@ -124,9 +169,9 @@ class _Binder:
 
     def preview(self, ctx: ToolContext, **args: Any) -> dict[str, Any]:
         """The fields the call sets, an edited object's old values beside them, each editable."""
-        form, obj = self.bound(ctx, args)
-        old = model_to_dict(obj, fields=list(self.fields)) if obj is not None else {}  # validating changes obj
+        form, obj, old = self.bound(ctx, args)
         _raise_unless_valid(form)
+        old = _plain(old)
         rows = []
         for name, field in self.fields.items():
             if name not in args:
@@ -145,10 +190,17 @@ class _Binder:
         return {"fields": rows}
 
     def fingerprint(self, ctx: ToolContext, **args: Any) -> str:
-        """A digest of the edited object's current values of the form's fields."""
+        """A digest of the edited object's current values of the form's fields, as the form shows them."""
         obj = self.edited(ctx, args)
-        state = model_to_dict(obj, fields=list(self.fields)) if obj is not None else None
-        return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()
+        values = self.values(ctx, obj)
+        state = {name: values.get(name) for name in self.fingerprint_fields} if obj is not None else None
+        return hashlib.sha256(json.dumps(state, sort_keys=True, cls=DjangoJSONEncoder).encode()).hexdigest()
+
+
+def _plain(values: dict[str, Any]) -> dict[str, Any]:
+    """Values as JSON keeps them (a date as ISO text), for a card's preview."""
+    plain: dict[str, Any] = json.loads(json.dumps(values, cls=DjangoJSONEncoder))
+    return plain
 
 
 def _raise_unless_valid(form: forms.BaseForm) -> None:
@@ -206,13 +258,14 @@ def _bounds(field: Any) -> dict[str, Any]:
 
 
 def _editable_type(field: forms.Field) -> str | None:
-    """The widget a card gives a form field, or None for one the user edits elsewhere."""
+    """The widget a card gives a form field, or None for one the user edits elsewhere. A choice
+    among more than ``TOOL_ENUM_MAX`` is typed (the form judges it), not listed on the card."""
     if isinstance(field, forms.BooleanField):
         return "boolean"
     if isinstance(field, forms.ModelChoiceField):
         return None
     if isinstance(field, forms.ChoiceField) and not isinstance(field, forms.MultipleChoiceField):
-        return "choice"
+        return "choice" if len(_choices(field)) <= agent_settings.TOOL_ENUM_MAX else "text"
     if isinstance(field, (forms.FloatField, forms.DecimalField)):  # before IntegerField, their base
         return "number"
     if isinstance(field, forms.IntegerField):
