@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "channels",
     "agent",
     "tests.notes",
+    "tests.babycare",
 ]
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
