@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
@@ -76,10 +77,16 @@ class Action:
     """What ``@action(...)`` sets on the view for this action alone (``permission_classes``,
     ``serializer_class``, ``throttle_classes``, ...), given to the view as the router gives it."""
     version: Any = None  # the API version a URL-path or namespace versioning routes the tool's requests to
+    path_keywords: tuple[str, ...] = ()  # what an ``@action``'s own ``url_path`` takes ("streams/(?P<kind>...)")
 
     @property
     def writes(self) -> bool:
         return self.method not in ("GET", "HEAD", "OPTIONS")
+
+    @property
+    def url_keywords(self) -> tuple[str, ...]:
+        """The arguments the action's URL carries, not its query or body."""
+        return ((self.lookup,) if self.detail else ()) + self.path_keywords
 
 
 def register_viewset(
@@ -168,6 +175,7 @@ def _actions(viewset_class: type[GenericViewSet], basename: str, version: Any) -
             route=f"{basename}-{extra.url_name}",
             initkwargs=dict(extra.kwargs),
             version=version,
+            path_keywords=tuple(re.compile(extra.url_path).groupindex),
         )
     return found
 
@@ -249,10 +257,10 @@ def _patterns(patterns: Iterable[Any], namespaces: tuple[str, ...], keywords: fr
             yield pattern, namespaces, keywords
 
 
-def _url_kwargs(action: Action, lookup: Any) -> dict[str, Any]:
-    """The keywords the router's URL gives the view: the object's lookup, and the API version
-    where the URL carries it."""
-    kwargs = {action.lookup: str(lookup)} if action.detail else {}
+def _url_kwargs(action: Action, in_url: dict[str, str]) -> dict[str, Any]:
+    """The keywords the router's URL gives the view: the arguments it carries (``_split``), and
+    the API version where the URL has one."""
+    kwargs: dict[str, Any] = dict(in_url)
     routed = _routed(action)
     scheme = action.viewset.versioning_class
     param = getattr(scheme, "version_param", None)
@@ -284,8 +292,8 @@ def _path(action: Action, kwargs: dict[str, Any]) -> str:
 def _view_for(action: Action, scope: Any, args: dict[str, Any] | None = None, *, data: Any = None) -> Any:
     """The viewset as its dispatch sets it up for this user's request to the action, before its
     checks and its handler run: the request wrapped, the URL's keywords, the action, the version."""
-    lookup, _rest = _split(action, args or {})
-    kwargs = _url_kwargs(action, lookup)
+    in_url, _rest = _split(action, args or {})
+    kwargs = _url_kwargs(action, in_url)
     request = live_request(scope, method=action.method, path=_path(action, kwargs), data=data, csrf_checked=True)
     view = action.viewset(basename=action.basename, detail=action.detail, **action.initkwargs)
     view.action_map = {action.method.lower(): action.handler}
@@ -358,14 +366,16 @@ def _parameters_for(action: Action) -> Callable[[Any], dict[str, Any]]:
 
 
 def _schema_key(action: Action, view: Any) -> Any:
-    """What the parameters depend on for this request: the serializer class of a write, the
-    filterset and paginator of a list."""
+    """What the parameters depend on for this request: the serializer class of a write (and its
+    fields, which a serializer may shape by its request), the filterset and paginator of a list."""
     if action.name == "list":
         backends = tuple(view.filter_backends)
         filterset = getattr(view, "filterset_class", None) or getattr(view, "filterset_fields", None)
         return ("list", backends, str(filterset), type(view.paginator))
-    if action.writes and action.name != "destroy":
-        return ("body", view.get_serializer_class())
+    if action.writes and action.name != "destroy" and _takes_body(action, view):
+        serializer = view.get_serializer()
+        fields = tuple((name, field.read_only, field.required) for name, field in serializer.fields.items())
+        return ("body", type(serializer), fields)
     return ("lookup",)
 
 
@@ -377,6 +387,9 @@ def _parameters(action: Action, view: GenericViewSet | None) -> dict[str, Any]:
     if action.detail:
         properties[action.lookup] = {"type": ["integer", "string"], "description": f"The object's {action.lookup}."}
         required.append(action.lookup)
+    for name in action.path_keywords:
+        properties[name] = {"type": ["integer", "string"], "description": name.replace("_", " ").capitalize()}
+        required.append(name)
     if view is not None and action.name == "list":
         properties.update(_query_parameters(view))
     elif view is not None and action.writes and action.name != "destroy" and _takes_body(action, view):
@@ -524,10 +537,10 @@ def _run(action: Action) -> Callable[..., Any]:
 
 def _dispatch(action: Action, ctx: ToolContext, args: dict[str, Any], *, csrf_checked: bool) -> Response:
     """The view, as the live user's request for it would run, at the path the router gives it."""
-    lookup, rest = _split(action, args)
+    in_url, rest = _split(action, args)
     query = rest if action.method == "GET" else None
     data = rest if action.method != "GET" and action.name != "destroy" else None
-    kwargs = _url_kwargs(action, lookup)
+    kwargs = _url_kwargs(action, in_url)
     request = live_request(
         ctx.scope, method=action.method, path=_path(action, kwargs), query=query, data=data, csrf_checked=csrf_checked
     )
@@ -555,9 +568,11 @@ def _refusal(response: Response) -> Refused:
     raise RuntimeError(f"the view answered {response.status_code}")
 
 
-def _split(action: Action, args: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+def _split(action: Action, args: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any]]:
+    """The arguments the action's URL carries (its lookup, its ``url_path``'s keywords), and the
+    rest: its query or its body."""
     rest = dict(args)
-    return (rest.pop(action.lookup, None) if action.detail else None), rest
+    return {name: str(rest.pop(name)) for name in action.url_keywords if name in rest}, rest
 
 
 # -- a write's card ---------------------------------------------------------------------
@@ -568,7 +583,7 @@ def _prepared(action: Action, ctx: ToolContext, args: dict[str, Any], *, checks:
     authentication, permissions and throttles, and the serializer bound to the arguments and
     validated; always its object (``get_queryset`` scoping and object permissions run).
     (view, object or None, serializer or None)."""
-    _lookup, rest = _split(action, args)
+    _in_url, rest = _split(action, args)
     view = _view_for(action, ctx.scope, args, data=rest)
     try:
         if checks:

@@ -1,7 +1,8 @@
 """The baby diary's REST API, in the shapes real DRF apps have (a namespaced router in
 ``tests/urls.py`` with URL-path versioning routes it):
 
-- children by slug, ``LimitOffsetPagination``, a FilterSet whose filters have ``help_text``, ordering;
+- children by slug, ``LimitOffsetPagination``, a FilterSet whose filters have ``help_text``, ordering,
+  and an ``@action`` whose ``url_path`` takes a year;
 - a ``DjangoModelPermissions`` that also asks the view permission to read: a user without the
   app's permissions is refused everything;
 - timers with a read-only ``duration`` that changes every second, and a PATCH ``@action`` with no
@@ -65,6 +66,12 @@ class ChildViewSet(Versioned, viewsets.ModelViewSet):
     filter_backends = [django_filters.DjangoFilterBackend, filters.OrderingFilter]
     filterset_class = ChildFilter
     ordering_fields = ["first_name", "birth_date"]
+
+    @action(detail=False, url_path=r"born/(?P<year>[0-9]{4})")
+    def born(self, request: Any, year: str, version: Any = None) -> Response:
+        """The children born in a year."""
+        children = self.filter_queryset(self.get_queryset()).filter(birth_date__year=int(year))
+        return Response(self.get_serializer(children, many=True).data)
 
 
 class TimerSerializer(serializers.ModelSerializer):

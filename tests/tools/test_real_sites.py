@@ -59,33 +59,26 @@ def diary_writes(settings: Any) -> None:
 def tools() -> Iterator[dict[str, Any]]:
     left_out = dict(registry.left_out)
     made = [tool for basename, viewset in VIEWSETS.items() for tool in register_viewset(viewset, basename=basename)]
-    made.append(
-        register_form(
-            WeightForm,
-            name="weight_form_edit",
-            module="babycare",
-            permission="babycare.change_weight",
-            description="Change a weight entry.",
-            instance=lambda ctx, weight_id, **rest: Weight.objects.get(pk=weight_id),
-            extra_parameters={"weight_id": {"type": "integer"}},
-        )
-    )
-    made.append(
-        register_form(
-            FeedingForm,
-            name="feeding_form_edit",
-            module="babycare",
-            permission="babycare.change_feeding",
-            description="Change a feeding.",
-            instance=lambda ctx, feeding_id, **rest: Feeding.objects.get(pk=feeding_id),
-            extra_parameters={"feeding_id": {"type": "integer"}},
-        )
-    )
+    made += [edit_form(WeightForm, "weight"), edit_form(FeedingForm, "feeding")]
     made.append(register_form(WeightForm, name="weight_form_add", module="babycare", description="Add a weight entry."))
     yield {tool.name: tool for tool in made}
     for tool in made:
         registry.unregister(tool.name)
     registry.left_out = left_out  # the HTML-only action this registration left out
+
+
+def edit_form(form_class: Any, thing: str) -> Any:
+    """The site's ModelForm of ``thing`` as a tool that edits one, found by ``<thing>_id``."""
+    model = form_class._meta.model
+    return register_form(
+        form_class,
+        name=f"{thing}_form_edit",
+        module="babycare",
+        permission=f"babycare.change_{thing}",
+        description=f"Change a {thing}.",
+        instance=lambda ctx, **args: model.objects.get(pk=args[f"{thing}_id"]),
+        extra_parameters={f"{thing}_id": {"type": "integer"}},
+    )
 
 
 @pytest.fixture
@@ -294,6 +287,7 @@ def test_the_next_turn_reads_the_forms_saved_object(ref, chat, tools, emma):
         ("child_list", {"limit": 1, "offset": 1, "ordering": "-first_name"}, "/diary/v1/children/", None),
         ("child_list", {"first_name": "MM"}, "/diary/v1/children/", None),
         ("child_retrieve", {"slug": "emma"}, "/diary/v1/children/emma/", None),
+        ("child_born", {"year": 2026}, "/diary/v1/children/born/2026/", None),
         ("snippet_list", {}, "/diary/v1/snippets/", None),
         ("weight_list", {}, "/diary/v1/weights/", None),
         ("feeding_list", {}, "/diary/v1/feedings/", None),
@@ -309,9 +303,8 @@ def test_a_read_answers_exactly_as_the_same_users_http_request(
     args = {key: int(value.format(timer=timer.pk)) if value == "{timer}" else value for key, value in args.items()}
 
     answer = call(ref, chat, name, args)
-    response = http(
-        client, "GET", url.format(timer=timer.pk), **{k: v for k, v in args.items() if k not in ("slug", "pk")}
-    )
+    sent = {k: v for k, v in args.items() if k not in ("slug", "pk", "year")}  # the rest is in the URL
+    response = http(client, "GET", url.format(timer=timer.pk), **sent)
 
     assert (answer.outcome, response.status_code) == ("ok", 200), answer.result
     if name == "timer_retrieve":  # its duration is the clock's: all else is the same
