@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from agent.tools import agent_tool, registry
+from agent.tools import agent_tool, execute_as, registry
 
 QUERY = {"type": "object", "properties": {"query": {"type": "string"}}, "additionalProperties": False}
 
@@ -106,6 +106,40 @@ def test_the_decorator_registers_the_tool_and_returns_the_function(declare):
         "type": "function",
         "function": {"name": "t_search", "description": "Search things.", "parameters": QUERY},
     }
+
+
+@pytest.mark.django_db
+def test_every_tools_definition_describes_a_big_enum_and_keeps_descriptions_short(declare, scope, chat):
+    colours = [f"colour{n:03d}" for n in range(300)]
+    declare(
+        noop,
+        name="t_paint",
+        description="Paint a thing.\n\n    Written as a docstring, over lines.   " + "More words. " * 80,
+        parameters={
+            "type": "object",
+            "properties": {
+                "colour": {"enum": colours, "description": "The colour."},
+                "size": {"enum": ["s", "m", "l"]},
+            },
+            "additionalProperties": False,
+        },
+    )
+    tool = registry.get("t_paint")
+
+    function = tool.definition()["function"]
+    colour = function["parameters"]["properties"]["colour"]
+    assert "enum" not in colour and colour["type"] == "string"
+    assert colour["description"].startswith("The colour. One of 300 values, such as colour000, colour001")
+    assert len(colour["description"]) <= 200
+    assert function["parameters"]["properties"]["size"] == {"enum": ["s", "m", "l"]}  # a few are listed
+    assert function["description"].startswith("Paint a thing. Written as a docstring, over lines. More words.")
+    assert len(function["description"]) <= 400
+    assert tool.parameters["properties"]["colour"]["enum"] == colours  # the whole list still validates
+
+    refused = execute_as(scope, "t_paint", {"colour": "colour1234"}, via="agent", chat=chat, call_id="c1")
+    assert refused.outcome == "invalid_arguments"
+    assert "300 allowed values" in refused.result["details"][0] and "colour123" in refused.result["details"][0]
+    assert len(refused.result["details"][0]) < 700
 
 
 def test_a_tool_without_parameters_takes_an_empty_object(declare):
