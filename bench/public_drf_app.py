@@ -43,8 +43,9 @@ def configure() -> None:
     os.environ.setdefault("SECRET_KEY", "bench")
     sys.path.insert(0, str(ROOT))
     _database_made(os.environ["DATABASE_URL"])
-    import agent_project.settings as demo
     from django.conf import settings
+
+    import agent_project.settings as demo
 
     values = {name: getattr(demo, name) for name in dir(demo) if name.isupper()}
     values.update(
