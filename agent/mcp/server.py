@@ -66,17 +66,22 @@ def manager_for(caller: Caller) -> StreamableHTTPSessionManager:
 
 
 async def _list_tools(caller: Caller, ctx: Any) -> types.ListToolsResult:
-    tools = await sync_to_async(_admitted(caller, ctx, "tools/list", "", lambda: calls.listing(caller.scope)))()
+    def listed() -> list[tuple[Any, dict[str, Any]]]:
+        """Each tool with its definition for this user, as a model on the page is sent it (a
+        viewset's parameters are those of the user's own request)."""
+        return [(tool, tool.definition(caller.scope)["function"]) for tool in calls.listing(caller.scope)]
+
+    tools = await sync_to_async(_admitted(caller, ctx, "tools/list", "", listed))()
     return types.ListToolsResult(
         tools=[
             types.Tool(
                 name=tool.name,
                 title=tool.display_title(),
-                description=tool.description,
-                input_schema=tool.parameters,
+                description=function["description"],
+                input_schema=function["parameters"],
                 annotations=types.ToolAnnotations(read_only_hint=tool.kind == "read"),
             )
-            for tool in tools
+            for tool, function in tools
         ]
     )
 

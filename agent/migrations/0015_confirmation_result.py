@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("agent", "0012_telegram_and_voice"),
+        ("agent", "0014_journal_tools_offered"),
     ]
 
     operations = [
