@@ -77,10 +77,17 @@ DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / '
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Turn workers and the web share the file: wait for a lock instead of failing.
     DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 20, "transaction_mode": "IMMEDIATE"})
-elif env.bool("DATABASE_PREPARED_STATEMENTS", default=False):
-    # Statements bound and prepared on the server: the turn's checks are planned once per connection.
-    # Not behind PgBouncer in transaction mode before 1.21 (docs/operations.md).
-    DATABASES["default"].setdefault("OPTIONS", {}).update({"server_side_binding": True, "prepare_threshold": 5})
+else:
+    # Every process (daphne, the workers) keeps its connections in Django's pool: no request, socket
+    # read or task opens a PostgreSQL session (docs/operations.md, "Database connections").
+    # DATABASE_POOL_SIZE=0 turns it off.
+    if pool_size := env.int("DATABASE_POOL_SIZE", default=10):
+        DATABASES["default"]["CONN_MAX_AGE"] = 0  # the pool keeps them
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {"min_size": 2, "max_size": pool_size, "timeout": 30}
+    if env.bool("DATABASE_PREPARED_STATEMENTS", default=False):
+        # Statements bound and prepared on the server: the turn's checks are planned once per connection.
+        # Not behind PgBouncer in transaction mode before 1.21 (docs/operations.md).
+        DATABASES["default"].setdefault("OPTIONS", {}).update({"server_side_binding": True, "prepare_threshold": 5})
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env.str("REDIS_URL", default="")

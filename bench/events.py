@@ -10,9 +10,9 @@ prints p50/p95/max, frames delivered of expected, and resyncs (a tab told it
 missed events).
 
 Run: ``.venv/bin/python bench/events.py`` (``--tabs 1,10,100 --messages 200
---spread 1000x100 --servers 1``). Daphne runs with persistent database
-connections (``CONN_MAX_AGE=60``, ``CONN_HEALTH_CHECKS``), as docs/operations.md
-tells a site's ASGI process to.
+--spread 1000x100 --servers 1``). Daphne runs with the demo site's production
+settings: its database connections in Django's pool, as docs/operations.md tells
+every process of a site to.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import harness
 
@@ -46,7 +45,7 @@ class Daphnes:
         self.log = tempfile.NamedTemporaryFile(prefix="bench-daphne-", suffix=".log", delete=False)
 
     def __enter__(self) -> "Daphnes":
-        env = {**os.environ, "DATABASE_URL": persistent(os.environ["DATABASE_URL"])}
+        env = dict(os.environ)
         daphne = os.path.join(os.path.dirname(sys.executable), "daphne")
         for port in self.ports:
             self.processes.append(
@@ -83,13 +82,6 @@ class Daphnes:
     def rss_kib(self, index: int = 0) -> int:
         with open(f"/proc/{self.processes[index].pid}/status") as status:
             return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
-
-
-def persistent(database_url: str) -> str:
-    """The database URL with persistent, health-checked connections (django-environ reads them from the query)."""
-    parts = urlsplit(database_url)
-    query = "&".join(filter(None, [parts.query, urlencode({"conn_max_age": 60, "conn_health_checks": "True"})]))
-    return urlunsplit(parts._replace(query=query))
 
 
 def wait_for_port(port: int, processes: list[subprocess.Popen[bytes]], within: float = 60) -> None:

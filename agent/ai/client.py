@@ -22,6 +22,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.db import connection
 from django.utils import timezone
 
+from .. import pooled
 from ..conf import agent_settings
 from ..models import AIRequest, Endpoint
 from . import endpoints, guard, usage
@@ -183,6 +184,7 @@ def _create(endpoint: Endpoint, body: dict[str, Any], deadline: datetime | None,
     """
     import openai
 
+    pooled.give_back()  # the model's wait holds no database connection
     client = client_for(endpoint)
     retries = agent_settings.MODEL_MAX_RETRIES
     attempt = 0

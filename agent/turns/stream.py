@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any, Callable, Protocol
 
-from .. import events
+from .. import events, pooled
 from ..ai import guard
 from ..conf import agent_settings
 
@@ -80,6 +80,7 @@ class Draft:
         now = time.monotonic()
         if now >= self.next_check:
             self.check()
+            pooled.give_back()  # the rest of the stream holds no database connection
             self.next_check = time.monotonic() + CHECK_EVERY_S
         shown = guard.draft_text(text)
         with self.lock:
@@ -99,6 +100,7 @@ class Draft:
         if time.monotonic() >= self.next_check:
             self.next_check = time.monotonic() + CHECK_EVERY_S
             self.check()
+            pooled.give_back()
 
     def close(self) -> None:
         """No draft is sent from now on: the answer is about to be stored, or the round ended."""
