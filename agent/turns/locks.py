@@ -20,7 +20,9 @@ from django.db import connection
 from django.db.models import Count, DateTimeField, ExpressionWrapper, QuerySet, Subquery
 from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Now
+from django.utils import timezone
 
+from .. import pooled
 from ..conf import agent_settings
 from ..models import Lock, Turn
 
@@ -202,7 +204,13 @@ def _uuid_param(value: Any) -> Any:
 
 
 class Heartbeat:
-    """Renews a running turn's leases every ``LOCK_RENEW_S``, during a long model call too."""
+    """Renews a running turn's leases every ``LOCK_RENEW_S``, during a long model call too.
+
+    It stops renewing once the turn's deadline and ``STOP_GRACE_S`` have passed: a turn stuck in a
+    step that never returns (which a worker of threads cannot kill, as prefork's hard time limit
+    would) then loses its leases, every write of it is fenced off, and the sweep ends it and frees
+    its chat. Between renewals it holds no database connection of a pool.
+    """
 
     def __init__(self, turn: Turn) -> None:
         self.turn = turn
@@ -218,10 +226,15 @@ class Heartbeat:
         self._thread.join(timeout=5)
 
     def _beat(self) -> None:
+        give_up = self.turn.deadline_at + timedelta(seconds=agent_settings.STOP_GRACE_S)
         try:
             while not self._stopped.wait(agent_settings.LOCK_RENEW_S):
+                if timezone.now() >= give_up:
+                    logger.warning("agent turn %s: still running past its deadline; its leases run out", self.turn.pk)
+                    return
                 if not renew(self.turn):
                     return  # lost: the runner sees it at its next check
+                pooled.give_back()
         except Exception:
             logger.exception("agent turn %s: heartbeat failed", self.turn.pk)
         finally:

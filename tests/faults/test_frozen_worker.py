@@ -1,6 +1,7 @@
 """A worker frozen past its lease writes nothing when it wakes.
 
-The turn's pool child is stopped (SIGSTOP) inside the model call, longer than
+The process that runs the turn (a prefork child, or a worker of threads whole,
+with another worker beside it) is stopped (SIGSTOP) inside the model call, longer than
 the lease; a new turn takes the chat; then the child is continued and gets an
 answer that carries the off-purpose marker and proposes a write. Every write
 of the old turn is fenced by its lease: no message, no off-purpose flag, no
@@ -49,6 +50,8 @@ def test_a_worker_frozen_past_its_lease_writes_nothing_when_it_wakes(
     child = stack.pool_child(old)
     os.kill(child, signal.SIGSTOP)
     try:
+        if child == stack["worker"].pid:  # a worker of threads, frozen whole: another takes the new turn
+            stack.start("spare-worker")
         assert not AIRequest.objects.exists(), "the child was stopped too late: its model call had returned"
         wait_until(
             lambda: not Lock.objects.filter(holder=old, expires_at__gt=timezone.now()).exists(),

@@ -3,7 +3,7 @@
 The site is made by ``django-admin startproject`` in a temporary directory, with
 nothing of this source tree on its path, from the README's own marked blocks
 (``tests/support/readme.py``). It runs on PostgreSQL (its own database) and
-Redis: daphne, a separate prefork Celery worker and beat, as the README's
+Redis: daphne, a separate Celery worker of threads and beat, as the README's
 "Run it" starts them. A turn goes from the chat page's HTTP API through a read
 tool and a confirmed write, its events arriving on the page's websocket; the
 model is the scripted server of ``tests/support/model_server.py``.
@@ -229,7 +229,7 @@ class Site:
         assert [line.split()[0] for line in serve] == ["daphne", "celery", "celery"]
         worker = shlex.split(serve[1])
         assert worker[worker.index("-Q") + 1] == README_QUEUE, "the worker takes another queue"
-        assert worker[worker.index("-O") + 1] == "fair", "the worker holds turns for busy children"
+        assert worker[worker.index("-P") + 1] == "threads", "a turn waiting on the model holds a process"
         self.queue_on(agent_settings.TASK_QUEUE)
         return serve
 

@@ -47,6 +47,9 @@ def crash_mid_turn(
     crashed = time.monotonic()
     if kill == "child":
         os.kill(child, signal.SIGKILL)
+        if child == stack["worker"].pid:  # a worker of threads runs its turns itself: its supervisor starts it again
+            stack.kill("worker")
+            stack.start("worker")
     else:
         stack.kill("worker")
         stack.start("worker")  # as its supervisor would

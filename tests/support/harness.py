@@ -38,6 +38,12 @@ ARTIFACTS = ROOT / "tests" / "faults" / "artifacts"
 START_TIMEOUT_S = 60  # a cold start on two busy cores
 # What most fault tests run with, the same in every process of their stack: a lease that runs out in 6 s
 # (renewed every 2 s), sockets that check their session every 3 s, a queued turn requeued after 5 s.
+WORKER_POOLS = {
+    "threads": ["-P", "threads", "-c", "100"],  # the README's worker
+    "prefork": ["-P", "prefork", "-c", "2", "-O", "fair"],
+}
+WORKER_POOL = os.environ.get("AGENT_TEST_WORKER_POOL", "threads")
+"""The workers' pool: ``AGENT_TEST_WORKER_POOL=prefork`` runs the suite on prefork children instead."""
 QUICK_SETTINGS = {"LOCK_LEASE_S": 6, "LOCK_RENEW_S": 2, "SOCKET_RECHECK_S": 3, "QUEUED_REQUEUE_S": 5}
 CLOSE_SESSION_ENDED = 4401
 
@@ -190,7 +196,8 @@ class RedisServer:
 
 
 class Stack:
-    """The test site's processes on the test database: ``daphne``, ``worker`` (prefork, 2 children), ``beat``.
+    """The test site's processes on the test database: ``daphne``, ``worker`` (the README's, or
+    ``WORKER_POOL``'s), a ``spare-worker`` (for a test that freezes the first), ``beat``.
 
     ``agent`` overrides keys of ``settings.AGENT`` in every process of the stack
     (through ``tests.faults.settings``), so the worker, beat and daphne agree.
@@ -243,30 +250,27 @@ class Stack:
         if name == "daphne":
             argv = [*python, "daphne", "-b", "127.0.0.1", "-p", str(self.port), "tests.asgi:application"]
             return Process(name, argv, self.env, log, lambda p: listening(self.port), self.cwd)
-        if name == "worker":
-            self.worker_node = f"faults-{uuid.uuid4().hex[:8]}@127.0.0.1"
+        if name in ("worker", "spare-worker"):
+            node = f"faults-{uuid.uuid4().hex[:8]}@127.0.0.1"
+            if name == "worker":
+                self.worker_node = node
             argv = [
                 *python,
                 "celery",
                 "-A",
                 "tests.celery_app",
                 "worker",
-                "-P",
-                "prefork",
-                "-c",
-                "2",
-                "-O",
-                "fair",
+                *WORKER_POOLS[WORKER_POOL],
                 "-Q",
                 self.queue,
                 "-n",
-                self.worker_node,
+                node,
                 "--without-gossip",
                 "--without-mingle",
                 "-l",
                 "INFO",
             ]
-            return Process(name, argv, self.env, log, _log_says(f"{self.worker_node} ready."), self.cwd)
+            return Process(name, argv, self.env, log, _log_says(f"{node} ready."), self.cwd)
         if name == "beat":
             argv = [
                 *python,
@@ -317,7 +321,8 @@ class Stack:
     # -- the broker ----------------------------------------------------------------------
 
     def pool_child(self, turn_id: Any, timeout: float = 15) -> int:
-        """The pid of the worker's pool child that runs this turn (from the worker's own ``inspect active``)."""
+        """The pid of the process that runs this turn: the prefork pool's child, or a worker of threads
+        itself (from the worker's own ``inspect active``)."""
         from tests.celery_app import app
 
         def find() -> int | None:

@@ -3,6 +3,7 @@ call is slow."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -14,7 +15,7 @@ from agent import turns
 from agent.access import SessionRef
 from agent.conversations import create_conversation, delete_conversation, topic
 from agent.models import AIRequest, Lock, Turn
-from agent.turns import locks
+from agent.turns import locks, monitor
 from tests.support.layer import Listener
 from tests.support.model_server import ScriptedModelServer, answer, tool_calls
 from tests.support.turns import agent_conf, messages_of, wait_ended
@@ -127,6 +128,23 @@ def test_the_heartbeat_renews_the_lease_during_a_long_model_call(
         turn = wait_ended(turns.start(ref, chat.pk, "hello", impersonated=False))
     assert (turn.status, turn.end_reason) == ("finished", "")
     assert shape(chat) == [("user", ""), ("assistant", "")]
+
+
+def test_a_turn_stuck_past_its_deadline_and_grace_loses_its_lease_and_the_sweep_frees_the_chat(
+    worker: Any, ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer, caplog: Any
+) -> None:
+    """A worker of threads cannot kill a step that never returns, as prefork's hard time limit did: the
+    heartbeat stops renewing after the deadline and the grace, and the stuck step writes nothing after."""
+    caplog.set_level(logging.INFO, logger="agent")
+    with agent_conf(TURN_DEADLINE_S=4, STOP_GRACE_S=1, LOCK_LEASE_S=1, LOCK_RENEW_S=0.2):
+        turn = start_slow(ref, chat, model_server, tool_calls(("notes_wait", {"seconds": 12})), answer("never asked"))
+        wait_until(lambda: monitor.sweep() == 1, 9, "the sweep to end the stuck turn while its tool still runs")
+        ended = Turn.objects.get(pk=turn.pk)
+        assert (ended.status, ended.end_reason) == ("interrupted", "worker_lost")
+        assert not Lock.objects.filter(holder=turn.pk).exists()  # the chat is free
+        wait_until(lambda: "had already ended" in caplog.text, 15, "the stuck step to return and its task to end")
+    assert shape(chat) == [("user", ""), ("assistant", ""), ("notice", "interrupted")]  # its result fenced off
+    assert len(model_server.requests) == 1
 
 
 def test_a_turn_tells_its_chat_by_events_that_carry_ids_only_but_the_drafts_of_its_answer(
