@@ -101,6 +101,25 @@ def raise_open_files() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 65536), hard))
 
 
+async def connect_subscribed(port: int, session_key: str, chat: str, open_timeout: float = 30) -> Any:
+    """A websocket of the session, as the page opens it, once it is ready and subscribed to ``chat``."""
+    from websockets.asyncio.client import connect
+
+    ws = await connect(
+        f"ws://127.0.0.1:{port}/ws/agent/",
+        origin=f"http://127.0.0.1:{port}",
+        additional_headers=[("Cookie", f"sessionid={session_key}")],
+        open_timeout=open_timeout,
+        ping_interval=None,
+        max_queue=None,
+    )
+    assert json.loads(await ws.recv())["type"] == "ready"
+    await ws.send(json.dumps({"type": "subscribe", "conversation": chat, "ref": "s"}))
+    reply = json.loads(await ws.recv())
+    assert reply["type"] == "subscribed", reply
+    return ws
+
+
 @dataclass
 class Tab:
     """One open websocket of a session, subscribed to one chat; notes when each message frame came."""
@@ -115,20 +134,7 @@ class Tab:
     reader: asyncio.Task[None] | None = None
 
     async def open(self) -> None:
-        from websockets.asyncio.client import connect
-
-        self.ws = await connect(
-            f"ws://127.0.0.1:{self.port}/ws/agent/",
-            origin=f"http://127.0.0.1:{self.port}",
-            additional_headers=[("Cookie", f"sessionid={self.session_key}")],
-            open_timeout=30,
-            ping_interval=None,
-            max_queue=None,
-        )
-        assert json.loads(await self.ws.recv())["type"] == "ready"
-        await self.ws.send(json.dumps({"type": "subscribe", "conversation": self.chat, "ref": "s"}))
-        reply = json.loads(await self.ws.recv())
-        assert reply["type"] == "subscribed", reply
+        self.ws = await connect_subscribed(self.port, self.session_key, self.chat)
         self.reader = asyncio.ensure_future(self.read())
 
     async def read(self) -> None:

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import harness
+from events import connect_subscribed
 
 USERNAME = "bench_load"
 ANSWER = "Your notes say to buy milk on Friday and rye bread from the bakery on the corner."
@@ -188,7 +189,17 @@ class Site:
         )
         wait_for_port(self.model_port, model)
         wait_for_port(self.port, daphne)
+        self.wait_for_workers()
         return self
+
+    def wait_for_workers(self, within: float = 180) -> None:
+        """Until every worker answers a ping: on a busy machine a worker takes tens of seconds to start."""
+        from agent_project.celery import app
+
+        deadline = time.monotonic() + within
+        while len(app.control.ping(timeout=1.0)) < self.args.workers:
+            if time.monotonic() > deadline or any(p.poll() is not None for p in self.groups["workers"]):
+                raise SystemExit(f"the workers did not start; see {self.directory}")
 
     def __exit__(self, *exc: Any) -> None:
         for processes in self.groups.values():
@@ -395,20 +406,7 @@ class User:
 
     async def run(self, stop: threading.Event) -> None:
         """Send, wait for the turn's end, send again, until ``stop`` is set; every frame noted."""
-        from websockets.asyncio.client import connect
-
-        async with connect(
-            f"ws://127.0.0.1:{self.port}/ws/agent/",
-            origin=f"http://127.0.0.1:{self.port}",
-            additional_headers=[("Cookie", f"sessionid={self.session_key}")],
-            open_timeout=60,
-            ping_interval=None,
-            max_queue=None,
-        ) as ws:
-            assert json.loads(await ws.recv())["type"] == "ready"
-            await ws.send(json.dumps({"type": "subscribe", "conversation": self.chat, "ref": "s"}))
-            while json.loads(await ws.recv()).get("type") != "subscribed":
-                pass
+        async with await connect_subscribed(self.port, self.session_key, self.chat, open_timeout=60) as ws:
             self.ready_at = time.monotonic()
             number = 0
             try:
