@@ -49,9 +49,12 @@ _clients_lock = threading.Lock()
 
 
 def client_for(endpoint: Endpoint) -> Any:
-    """One ``openai.OpenAI`` per endpoint per process (its connection pool is reused).
+    """One ``openai.OpenAI`` per endpoint per process (its connection pool is reused), shared by the
+    worker's threads.
 
-    An endpoint edited in the admin gets a new client; the old one is closed.
+    An endpoint edited in the admin gets a new client; the old one closes its connections once no
+    call uses it any more (the SDK closes a client it collects): a turn of another thread may still
+    be reading its answer from it.
     """
     import openai
 
@@ -68,8 +71,6 @@ def client_for(endpoint: Endpoint) -> Any:
             max_retries=0,  # ``_create`` retries, within the deadline
         )
         _clients[endpoint.pk] = (config, client)
-    if known is not None:
-        known[1].close()
     return client
 
 

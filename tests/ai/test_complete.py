@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from decimal import Decimal
 from typing import Any
 
@@ -270,3 +271,20 @@ def test_one_client_per_endpoint_per_process(endpoint, model_server):
 
     assert client_for(Endpoint.objects.get(pk=endpoint.pk)) is first
     assert client_for(other) is not first
+
+
+def test_a_call_under_way_survives_its_endpoint_edited_in_another_thread(endpoint, model_server):
+    """Workers run turns in threads: the client an edit replaces is left to close when no call uses it."""
+    model_server.push(answer("slow but whole", delay=1.0))
+    first = client_for(endpoint)
+    got: list[Any] = []
+    caller = threading.Thread(
+        target=lambda: got.append(first.post("/chat/completions", body={"model": "m", "messages": []}, cast_to=bytes))
+    )
+    caller.start()
+    assert model_server.received.wait(5)
+    endpoint.timeout_s = 7
+    endpoint.save()
+    assert client_for(endpoint) is not first
+    caller.join(10)
+    assert got and b"slow but whole" in got[0]
