@@ -142,6 +142,7 @@ def complete(
     adapter = adapter_for(endpoint)
     started = time.monotonic()
     assembly = adapter.assembly()
+    pooled.give_back()  # the model's wait holds no database connection
     try:
         stream = on_chunk is not None and adapter.streams()
         body = adapter.request(messages, tools, stream=stream)
@@ -185,7 +186,6 @@ def _create(endpoint: Endpoint, body: dict[str, Any], deadline: datetime | None,
     """
     import openai
 
-    pooled.give_back()  # the model's wait holds no database connection
     client = client_for(endpoint)
     retries = agent_settings.MODEL_MAX_RETRIES
     attempt = 0
