@@ -202,6 +202,7 @@ class AgentConf:
     TOOL_ENUM_MAX = _Setting[int](40, POSITIVE)  # a parameter with more values is described, not listed
     TOOL_DESCRIPTION_CHARS = _Setting[int](400, POSITIVE)  # of a tool's description, as the model reads it
     TOOL_PARAMETER_DESCRIPTION_CHARS = _Setting[int](200, POSITIVE)  # of each parameter's
+    CARD_VALUE_CHARS = _Setting[int](2_000, POSITIVE)  # of a value a card shows and the user does not edit
     MAX_TOOL_ROUNDS = _Setting[int](8, POSITIVE)
     MAX_TOOL_CALLS_PER_ROUND = _Setting[int](10, POSITIVE)
     TOOLS_INLINE_MAX = _Setting[int](20, POSITIVE)  # past this many visible tools, a call carries the best-ranked

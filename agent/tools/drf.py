@@ -41,7 +41,7 @@ from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.viewsets import GenericViewSet
 
 from ..conf import agent_settings
-from .registry import EMPTY_OBJECT, Refused, Tool, ToolContext, declared, object_name, registry
+from .registry import EMPTY_OBJECT, Refused, Tool, ToolContext, card_value, declared, object_name, registry
 from .requests import live_request
 
 logger = logging.getLogger(__name__)
@@ -647,10 +647,15 @@ def _preview(action: Action) -> Callable[..., Any]:
         ]
         for name, value in shown:
             field = fields.get(name)
-            row: dict[str, Any] = {"name": name, "label": str(getattr(field, "label", None) or name), "value": value}
-            if serializer is not None and instance is not None:
-                row["old"] = current.get(name)
             kind = _editable_type(field) if serializer is not None and field is not None else None
+            shown_value = value if kind is not None else card_value(value)
+            row: dict[str, Any] = {
+                "name": name,
+                "label": str(getattr(field, "label", None) or name),
+                "value": shown_value,
+            }
+            if serializer is not None and instance is not None:
+                row["old"] = card_value(current.get(name))
             row["editable"] = kind is not None
             if kind is not None:
                 row["type"] = kind

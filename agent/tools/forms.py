@@ -23,7 +23,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from ..conf import agent_settings
-from .registry import Refused, Tool, ToolContext, declared, object_name
+from .registry import Refused, Tool, ToolContext, card_value, declared, object_name
 
 ADD = gettext_lazy("Add %(thing)s")
 CHANGE = gettext_lazy("Change %(thing)s")
@@ -177,10 +177,10 @@ class _Binder:
             if name not in args:
                 continue
             row: dict[str, Any] = {"name": name, "label": str(field.label or name.replace("_", " ").capitalize())}
-            row["value"] = args[name]
-            if obj is not None:
-                row["old"] = old.get(name)
             kind = _editable_type(field)
+            row["value"] = args[name] if kind is not None else card_value(args[name])
+            if obj is not None:
+                row["old"] = card_value(old.get(name))
             row["editable"] = kind is not None
             if kind is not None:
                 row["type"] = kind

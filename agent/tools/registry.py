@@ -180,6 +180,18 @@ def object_name(instance: Any) -> str:
     return str(OBJECT_NAME) % {"thing": capfirst(str(instance._meta.verbose_name)), "key": instance.pk}
 
 
+def card_value(value: Any) -> Any:
+    """A value a card shows for reading alone (what a delete removes, what an update replaces), cut
+    to ``CARD_VALUE_CHARS``: a card stays small whatever the object holds."""
+    limit = agent_settings.CARD_VALUE_CHARS
+    if isinstance(value, str):
+        return value if len(value) <= limit else value[:limit] + "…"
+    if isinstance(value, (list, dict)):
+        text = json.dumps(value, ensure_ascii=False, default=str)
+        return value if len(text) <= limit else text[:limit] + "…"
+    return value
+
+
 class Refused(Exception):
     """Raised by a tool to refuse a call as the site refuses it: ``denied`` (not this user's to
     do) or ``invalid_arguments`` (the model can correct them); ``result`` is what the model is told."""

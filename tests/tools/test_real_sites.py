@@ -443,6 +443,17 @@ def test_a_create_cards_preview_lists_no_hundreds_of_choices(ref, chat, tools):
     assert rows["style"]["type"] == "text" and rows["code"]["type"] == "textarea"
 
 
+def test_a_delete_cards_preview_is_bounded_whatever_the_object_holds(ref, user, chat, tools):
+    snippet = Snippet.objects.create(owner=user, title="Long", code="x = 1\n" * 5_000)
+
+    card = proposed(ref, chat, "snippet_destroy", {"pk": snippet.pk})
+
+    rows = {row["name"]: row for row in card.preview["fields"]}
+    assert rows["title"]["value"] == "Long" and rows["code"]["value"].startswith("x = 1\nx = 1")
+    assert len(rows["code"]["value"]) == 2_001 and len(json.dumps(card.preview)) < 4_000
+    assert confirmations.confirm(ref, card.pk, impersonated=False).status == Status.DONE  # its digest is whole
+
+
 def test_ordering_filters_and_fields_read_as_the_viewset_allows(ref, tools):
     scope = authorize_session(ref, impersonated=False)
     listing = tools["child_list"].schema(scope)["properties"]
