@@ -20,7 +20,7 @@ Printed, over the ``--seconds`` measured after ``--warm-up``:
 - PostgreSQL sessions opened (``pg_stat_database.sessions``) in the window, per second and per turn.
 
 Run: ``.venv/bin/python bench/load.py --users 10 --delay 0 --seconds 30`` (``--workers 2``,
-``--worker "celery -A agent_project worker -Q agent -P threads -c 100 -O fair"``, ``--port``,
+``--worker "celery -A agent_project worker -Q agent -P threads -c 100"``, ``--port``,
 ``--port`` for daphne's). Uses the bench environment of ``harness.DEFAULTS`` (its own database and
 Redis db: the broker's queue ``agent`` there is the bench's own).
 """
@@ -50,7 +50,7 @@ from events import connect_subscribed
 
 USERNAME = "bench_load"
 ANSWER = "Your notes say to buy milk on Friday and rye bread from the bakery on the corner."
-WORKER = "celery -A agent_project worker -Q agent -P threads -c 100 -O fair"
+WORKER = "celery -A agent_project worker -Q agent -P threads -c 100"
 """docs/operations.md's worker command."""
 SAMPLE_S = 0.25
 
