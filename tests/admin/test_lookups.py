@@ -96,4 +96,4 @@ def test_the_pages_own_filters_and_date_links_still_work(staff: Any, live_turn: 
 
 def test_every_assistant_admin_page_keeps_to_its_declared_lookups() -> None:
     pages = [page for model, page in admin.site._registry.items() if model._meta.app_label == "agent"]
-    assert len(pages) == 9 and all(isinstance(page, DeclaredLookupsOnly) for page in pages)
+    assert len(pages) == 11 and all(isinstance(page, DeclaredLookupsOnly) for page in pages)
