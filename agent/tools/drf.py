@@ -30,6 +30,7 @@ from django.http import Http404
 from django.urls import NoReverseMatch, URLResolver, get_resolver, get_urlconf, reverse
 from django.utils.functional import lazy
 from django.utils.text import capfirst
+from django.utils.translation import get_language
 from django.utils.translation import gettext_lazy as _
 from rest_framework import serializers
 from rest_framework.exceptions import APIException
@@ -354,7 +355,7 @@ def _parameters_for(action: Action) -> Callable[[Any], dict[str, Any]]:
     def parameters_for(scope: Any) -> dict[str, Any]:
         try:
             view = _view_for(action, scope)
-            key = _schema_key(action, view)
+            key = (get_language(), _schema_key(action, view))  # labels and help texts are in the user's language
             if key not in built:
                 built[key] = _parameters(action, view)
             return built[key]
