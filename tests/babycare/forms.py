@@ -32,6 +32,14 @@ class WeightForm(forms.ModelForm):
         fields = ["child", "weight", "date", "notes", "tags"]
 
 
+class WeightNotesForm(forms.ModelForm):
+    """The tags as Django's own many-to-many field shows them: a multiple choice of their keys."""
+
+    class Meta:
+        model = Weight
+        fields = ["notes", "tags"]
+
+
 class FeedingForm(forms.ModelForm):
     class Meta:
         model = Feeding

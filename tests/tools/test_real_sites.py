@@ -27,7 +27,7 @@ from agent.tools.forms import register_form
 from agent.tools.requests import site_host
 from agent.turns import history
 from tests.babycare import api
-from tests.babycare.forms import FeedingForm, WeightForm
+from tests.babycare.forms import FeedingForm, WeightForm, WeightNotesForm
 from tests.babycare.models import Child, Feeding, Snippet, Tag, Timer, Weight
 from tests.support.sessions import login
 
@@ -172,6 +172,18 @@ def test_a_form_edit_of_one_field_saves_the_many_to_many_tags_as_they_were(ref, 
     assert (weighed.weight, weighed.date, weighed.notes) == (3.25, date(2026, 1, 5), "At birth")
     assert sorted(weighed.tags.values_list("name", flat=True)) == ["birth", "hospital"]
     assert Tag.objects.count() == 2
+
+
+def test_a_form_edit_keeps_a_many_to_many_field_of_djangos_own(ref, chat, weighed):
+    tool = edit_form(WeightNotesForm, "weight")  # the same tool name, another form
+    try:
+        card = proposed(ref, chat, "weight_form_edit", {"weight_id": weighed.pk, "notes": "Home"})
+        assert confirmations.confirm(ref, card.pk, impersonated=False).status == Status.DONE
+    finally:
+        registry.unregister(tool.name)
+
+    weighed.refresh_from_db()
+    assert weighed.notes == "Home" and sorted(weighed.tags.values_list("name", flat=True)) == ["birth", "hospital"]
 
 
 def test_a_form_edit_keeps_choices_dates_and_the_related_object(ref, chat, tools, emma):
