@@ -107,7 +107,7 @@ _STOP = set(
     """a an and the of to for in on at by with from is are be it its this that these those i me my we our you your
     please can could would will do does one there have has he she him her his they them
     я мне мой моя мои моё мы нам наш ты вы ваш и в во на по с со к о об из за для от до это этот эта эти
-    пожалуйста ли же бы не нет да он она его её ее они их
+    пожалуйста ли же бы не нет да он она его её ее они их как что
     ma mina mu minu me meie sa sina te teie ja ning on see need palun""".split()
 )
 
@@ -124,7 +124,7 @@ _CONCEPTS = {
         удали удалить удалите убери убрать сотри стереть
         kustuta kustutada kustutage eemalda eemaldada""",
     "~list": """list all every search find filter many much which what how when recent history were was did
-        список все всех найди найти найдите поиск сколько какие какой какая каких что как когда история был была были
+        список все всех найди найти найдите поиск сколько какие какой какая каких когда история
         loetelu nimekiri kõik leia leida otsi otsida mitu palju millal milline mis kui""",
     "~read": """get read retrieve open detail details
         открой открыть прочитай прочитать подробно

@@ -46,6 +46,17 @@ def test_a_russian_user_is_ranked_by_translated_titles_and_english_words(scope: 
     assert rank(russian, "vaccine", limit=5)[0].startswith("vaccine_")  # English words still count
 
 
+@pytest.mark.parametrize(
+    ("text", "best"),
+    [
+        ("Исправь последнее кормление: это была смесь", "feeding_update"),  # "была" asks for no list
+        ("Сохрани это как заметку", "note_create"),  # "как" is "as" here, not "how"
+    ],
+)
+def test_russian_small_words_do_not_pull_lists(scope: Scope, hundred: list[str], text: str, best: str) -> None:
+    assert rank(dataclasses.replace(scope, language="ru"), text, limit=1) == [best]
+
+
 def test_stems_meet_across_forms_and_actions_across_languages() -> None:
     assert stems("feedings", "en") == stems("feeding", "en")
     assert stems("кормления", "ru")[0] == stems("кормление", "ru")[0] == stems("кормлений", "ru")[0]
