@@ -114,8 +114,10 @@ def client_view(message: Message) -> dict[str, Any]:
             "expires_at": card.expires_at.isoformat(),
             "edited": bool(card.edits),
         }
-    elif card is not None:
-        view["confirmation"] = {"id": str(card.id), "status": card.status}
+    elif card is not None:  # a card's outcome: with the values it ran with, when the user changed some
+        view["confirmation"] = {"id": str(card.id), "status": card.status, "edited": bool(card.edits)}
+        if card.edits:
+            view["confirmation"]["preview"] = _as_run(card.preview, card.edits)
     return view
 
 

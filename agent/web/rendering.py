@@ -112,7 +112,12 @@ def page_view(view: dict[str, Any]) -> dict[str, Any]:
         if "tool" in params:
             params["tool"] = tool_title(params["tool"])
         code = view.get("notice_code") or ""
-        return {**view, "notice_text": notices.text(code, params), "notice_tone": notices.tone(code)}
+        shown = {**view, "notice_text": notices.text(code, params), "notice_tone": notices.tone(code)}
+        card = view.get("confirmation")
+        if card and "preview" in card:  # an edited card's outcome: its rows as it ran, for every tab
+            tool = (view.get("notice_params") or {}).get("tool")
+            shown["confirmation"] = {**card, "fields": card_fields(tool, card["preview"])}
+        return shown
     if role == "tool":
         shown = {**view, "tool_title": tool_title(view.get("tool_name"))}
         card = view.get("confirmation")

@@ -306,12 +306,18 @@ function showCardStatus(element, status, edited) {
   }
 }
 
-/* A decision seen here or in another tab; `edited` when it was confirmed with the user's edits. */
-export function setCardStatus(confirmationId, status, edited) {
+/* A decision seen here or in another tab; `edited` when it was confirmed with the user's edits, and
+ * then `fields`, the card's rows as it ran (the user's values in place of the model's), from its outcome. */
+export function setCardStatus(confirmationId, status, edited, fields) {
   const element = state.cards.get(confirmationId);
-  if (element) {
-    showCardStatus(element, status, edited);
+  if (!element) {
+    return;
   }
+  if (fields) {
+    cardRows.set(element, fields.map((field) => ({ ...field })));
+    delete element.dataset.editing; // the rows are drawn again from these
+  }
+  showCardStatus(element, status, edited);
 }
 
 async function decide(confirmationId, action) {

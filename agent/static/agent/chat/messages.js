@@ -63,7 +63,8 @@ function addMessage(view) {
     return;
   }
   if (view.role === "notice" && view.confirmation) {
-    setCardStatus(view.confirmation.id, view.confirmation.status, Boolean((view.notice_params || {}).edited));
+    const card = view.confirmation;
+    setCardStatus(card.id, card.status, Boolean((view.notice_params || {}).edited), card.fields);
   }
   if (state.messages.has(view.id)) {
     if (view.role === "tool" && view.confirmation) {
