@@ -559,14 +559,18 @@ def _answer(response: Response) -> Any:
 
 
 def _refusal(response: Response) -> Refused:
+    """The view's 4xx as the tool's refusal: 400 and 422 are arguments the model can correct, any
+    other (401, 403, 404, a 409 of the site's own...) is ``denied`` with the view's words. A 5xx
+    is the view's failure, not a refusal."""
     data = json.loads(JSONRenderer().render(response.data) or b"null")
-    if response.status_code == 400:
+    status = response.status_code
+    if status in (400, 422):
         return Refused("invalid_arguments", {"error": "invalid_arguments", "details": data})
-    if response.status_code in DENIED_STATUSES or response.status_code == 429:
-        code = "throttled" if response.status_code == 429 else DENIED_STATUSES[response.status_code]
+    if 400 <= status < 500:
+        code = "throttled" if status == 429 else DENIED_STATUSES.get(status, "refused")
         detail = data.get("detail") if isinstance(data, dict) else None
-        return Refused("denied", {"error": code, "message": str(detail or code), "status": response.status_code})
-    raise RuntimeError(f"the view answered {response.status_code}")
+        return Refused("denied", {"error": code, "message": str(detail or code), "status": status})
+    raise RuntimeError(f"the view answered {status}")
 
 
 def _split(action: Action, args: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any]]:

@@ -15,6 +15,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 from rest_framework import permissions, viewsets
+from rest_framework.response import Response
 
 from agent import confirmations
 from agent.access import authorize_session
@@ -368,6 +369,25 @@ def test_a_reader_is_offered_the_reads_and_not_the_writes(make_user, tools):
 
     assert {"child_list", "child_retrieve"} <= offered
     assert not offered & {"child_create", "child_update", "child_destroy", "timer_list"}
+
+
+class NightViewSet(viewsets.GenericViewSet):
+    queryset = Child.objects.all()
+    serializer_class = api.ChildSerializer
+
+    def list(self, request: Any) -> Response:
+        return Response({"detail": "The diary is locked for the night."}, status=409)
+
+
+def test_a_views_own_refusal_is_told_to_the_model_in_its_words(ref, chat):
+    (tool,) = register_viewset(NightViewSet, basename="night", actions=["list"])
+    try:
+        answer = call(ref, chat, "night_list", {})
+    finally:
+        registry.unregister(tool.name)
+
+    assert answer.outcome == "denied"
+    assert answer.result == {"error": "refused", "message": "The diary is locked for the night.", "status": 409}
 
 
 class Counted(permissions.BasePermission):
