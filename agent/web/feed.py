@@ -24,7 +24,7 @@ import logging
 import random
 import time
 from collections import deque
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Awaitable, Callable, Protocol, TypeVar
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -41,6 +41,8 @@ logger = logging.getLogger(__name__)
 
 CLOSE_SESSION_ENDED = 4401
 CLOSE_INTERNAL_ERROR = 1011
+
+_Read = TypeVar("_Read")
 
 FELL_BEHIND = "agent.fell_behind"
 """Put in a feed's own queue, never sent: the queue overflowed (or its layer failed) and lost what was in it."""
@@ -222,16 +224,10 @@ class Feed:
         conversation_id = event["conversation"]
         if conversation_id not in self.subscribed or conversation_id in self.resyncing:
             return
-        scope = await self._scope_or_end()
-        if scope is None:
-            return
-        try:
-            view = await self.shared.message(scope, conversation_id, event["message"])
-        except NotFound:
-            await self._gone(conversation_id)
-            return
-        except Refusal as refusal:
-            await self.end(refusal)
+        view = await self._read(
+            conversation_id, lambda scope: self.shared.message(scope, conversation_id, event["message"])
+        )
+        if view is None:
             return
         have = self.subscribed.get(conversation_id)
         if have is not None and view.seq <= have:
@@ -266,16 +262,9 @@ class Feed:
         conversation_id = event["conversation"]
         if conversation_id not in self.subscribed:
             return
-        scope = await self._scope_or_end()
-        if scope is None:
-            return
-        try:
-            chat = await database_sync_to_async(conversations.owned_conversation)(scope, conversation_id)
-        except NotFound:
-            await self._gone(conversation_id)
-            return
-        except Refusal as refusal:
-            await self.end(refusal)
+        owned = database_sync_to_async(conversations.owned_conversation)
+        chat = await self._read(conversation_id, lambda scope: owned(scope, conversation_id))
+        if chat is None:
             return
         await self.send({"type": "conversation", "conversation": conversations.conversation_view(chat)})
 
@@ -324,6 +313,20 @@ class Feed:
         except Refusal as refusal:
             await self.end(refusal)
             return None
+
+    async def _read(self, conversation_id: str, read: Callable[[Scope], Awaitable[_Read]]) -> _Read | None:
+        """What ``read`` reads of a chat under a fresh scope; None when the chat is no longer the
+        user's (the tab is told it is gone) or the session is over (the feed ends)."""
+        scope = await self._scope_or_end()
+        if scope is None:
+            return None
+        try:
+            return await read(scope)
+        except NotFound:
+            await self._gone(conversation_id)
+        except Refusal as refusal:
+            await self.end(refusal)
+        return None
 
     async def allowed(self, since: float | None = None) -> bool:
         """Whether the session may still see its chats; if not, the tab is told why and the feed ends."""
