@@ -24,10 +24,10 @@ from agent.checks import check_channel_layer_timeout
 from agent.events import losses
 from agent.layers import SOCKET_TIMEOUT_S, RedisChannelLayer, redis_channel_layer, redis_default_socket_timeout
 from tests.support.sockets import opened, subscribed
+from tests.support.waiting import free_port
 
 BLOCKING_READ_S = RedisChannelLayer.brpop_timeout
 REDIS_URL = django_settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"][0]["address"]
-PRIVATE_REDIS_PORT = 6411
 
 
 def w001_for(layers: dict[str, Any]) -> list[str]:
@@ -146,7 +146,7 @@ async def test_a_thousand_channels_leave_a_group_at_once_without_running_out_of_
 
 @pytest.fixture
 def private_redis() -> Iterator["PrivateRedis"]:
-    server = PrivateRedis(PRIVATE_REDIS_PORT)
+    server = PrivateRedis(free_port())  # a port of its own: two suites may run this at once
     server.start()
     try:
         yield server
