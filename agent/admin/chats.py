@@ -121,7 +121,7 @@ class ConversationAdmin(ManageAgentMixin, admin.ModelAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         title = "title" if may_read_content(request) else "title_hidden"
-        return [title if name == "title_hidden" else name for name in self.readonly_fields]
+        return [title if name == "title_hidden" else name for name in super().get_readonly_fields(request, obj)]
 
     @admin.display(description=_("chat"))
     def chat(self, obj: Conversation) -> str:
@@ -200,7 +200,8 @@ class OffPurposeFlagAdmin(ReadOnlyMixin, admin.ModelAdmin):
         return [self._reason(request) if name == "reason_hidden" else name for name in self.list_display]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
-        return [self._reason(request)]
+        reason = self._reason(request)
+        return [reason if name == "reason_hidden" else name for name in super().get_readonly_fields(request, obj)]
 
     def get_search_fields(self, request: HttpRequest) -> Any:
         return [*self.search_fields, "reason"] if may_read_content(request) else self.search_fields

@@ -58,6 +58,12 @@ class EndpointForm(forms.ModelForm):
 
     def clean_adapter(self) -> str:
         path = self.cleaned_data["adapter"].strip()
+        if "." in path and not providers.in_site_code(path):
+            raise forms.ValidationError(
+                _("%(path)s is not in the site's code: name a class in an installed app or the site's own package."),
+                code="adapter_not_site_code",
+                params={"path": path},
+            )
         if path and providers.adapter_class(path) is None:
             raise forms.ValidationError(
                 _("%(path)s is not an importable adapter class."), code="adapter_not_importable", params={"path": path}
@@ -217,9 +223,8 @@ class AgentSettingsAdmin(ManageAgentMixin, admin.ModelAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
         """Which endpoints the site uses is for ``agent.manage_endpoints`` holders to change."""
-        if may_manage_endpoints(request):
-            return self.readonly_fields
-        return [*self.readonly_fields, *SITE_ENDPOINT_FIELDS]
+        fields = super().get_readonly_fields(request, obj)
+        return fields if may_manage_endpoints(request) else [*fields, *SITE_ENDPOINT_FIELDS]
 
     def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
         return False
@@ -260,7 +265,7 @@ class UserSettingsAdmin(ManageAgentMixin, admin.ModelAdmin):
         """A personal endpoint is for ``agent.manage_endpoints`` holders to set."""
         instructions = "own_instructions" if may_read_content(request) else "own_instructions_hidden"
         endpoints = [] if may_manage_endpoints(request) else USER_ENDPOINT_FIELDS
-        return [*endpoints, instructions, *self.readonly_fields]
+        return [*endpoints, instructions, *super().get_readonly_fields(request, obj)]
 
     @admin.display(description=_("own instructions"))
     def own_instructions(self, obj: UserSettings) -> str:

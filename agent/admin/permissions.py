@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 from django.contrib.admin import ModelAdmin
 from django.contrib.admin.filters import FieldListFilter, ListFilter
 from django.contrib.admin.utils import get_fields_from_path
+from django.contrib.auth import get_user_model
+from django.db.models import Model
 from django.http import HttpRequest
 
 MANAGE = "agent.manage_agent"
@@ -53,8 +55,26 @@ class DeclaredLookupsOnly(_AdminMixin):
         return [p for p in spec.expected_parameters() if p]
 
 
+def owner_fields(model: type[Model]) -> list[str]:
+    """The fields that say whose a row is: its relations to the user model."""
+    users = get_user_model()
+    return [
+        field.name
+        for field in model._meta.get_fields()
+        if field.concrete and field.is_relation and not field.many_to_many and field.related_model is users
+    ]
+
+
 class ManageAgentMixin(DeclaredLookupsOnly):
-    """Every page here is for ``agent.manage_agent`` holders."""
+    """Every page here is for ``agent.manage_agent`` holders, and no page moves a row to another user."""
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        """A row's owner is read-only once the row exists, for every staff member, superusers too:
+        settings, chats, cards, files and links stay with the user they were made for."""
+        fields = list(super().get_readonly_fields(request, obj))
+        if obj is None:
+            return fields
+        return [*fields, *(name for name in owner_fields(self.model) if name not in fields)]
 
     def has_module_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm(MANAGE)
