@@ -198,7 +198,8 @@ class _SameAs(_Setting[T]):
 
 class AgentConf:
     HISTORY_CHARS = _Setting[int](32_000, POSITIVE)
-    TOOL_RESULT_CHARS = _Setting[int](8_000, POSITIVE)
+    TOOL_RESULT_CHARS = _Setting[int](8_000, POSITIVE)  # also the longest a tool call's arguments may be
+    MAX_TOOL_ARGUMENT_DEPTH = _Setting[int](32, POSITIVE)  # a tool call's arguments nest at most this deep
     TOOL_ENUM_MAX = _Setting[int](40, POSITIVE)  # a parameter with more values is described, not listed
     TOOL_DESCRIPTION_CHARS = _Setting[int](400, POSITIVE)  # of a tool's description, as the model reads it
     TOOL_PARAMETER_DESCRIPTION_CHARS = _Setting[int](200, POSITIVE)  # of each parameter's
@@ -220,7 +221,8 @@ class AgentConf:
     MAX_FILE_BYTES = _Setting[int](20 * 1024 * 1024, POSITIVE)
     MAX_STORED_BYTES_PER_USER = _Setting[int](500 * 1024 * 1024, AT_LEAST_ZERO)  # a user's files together; 0: no cap
     NEW_CHATS_PER_MINUTE = _Setting[int](20, AT_LEAST_ZERO)  # per user; 0: no cap
-    UPLOADS_PER_MINUTE = _Setting[int](30, AT_LEAST_ZERO)  # per user; 0: no cap
+    UPLOADS_PER_MINUTE = _Setting[int](30, AT_LEAST_ZERO)  # per user, removed files too; 0: no cap
+    TRANSCRIPTIONS_PER_MINUTE = _Setting[int](10, AT_LEAST_ZERO)  # recordings per user; 0: no cap
     MAX_REQUEST_BYTES = _Setting["int | None"](None, NONE_OR_AT_LEAST_ZERO)  # None: from MAX_FILE_BYTES; 0: off
     OFF_PURPOSE_LIMIT = _Setting[int](3, POSITIVE)
     DAILY_COST_PER_USER = _Setting[float](0, AT_LEAST_ZERO)
@@ -236,6 +238,8 @@ class AgentConf:
     WS_MAX_FRAME_BYTES = _Setting[int](64 * 1024, POSITIVE)
     WS_FRAMES_PER_10S = _Setting[int](40, POSITIVE)
     SOCKET_RECHECK_S = _Setting[int](30, POSITIVE)  # an open socket checks its session again at least this often
+    MAX_STREAMS_PER_USER = _Setting[int](20, POSITIVE)  # open sockets and event streams of one user together
+    STREAM_LEASE_S = _Setting[int](60, POSITIVE)  # a stream's slot outlives its crashed process this long at most
     SOCKET_BACKLOG = _Setting[int](100, POSITIVE)  # events waiting for one socket; past that it resyncs
     EVENTS_KEEPALIVE_S = _Setting[int](15, POSITIVE)  # an event stream over HTTP sends a comment line this often
     STREAM_INTERVAL_MS = _Setting[int](100, POSITIVE)  # at most one draft of a streamed answer per chat this often
@@ -272,6 +276,7 @@ class AgentConf:
     MAX_VOICE_BYTES = _Setting[int](25 * 1024 * 1024, POSITIVE)  # the largest recording taken
     TELEGRAM = _Setting["dict[str, Any] | None"](None, TELEGRAM_SETTINGS)  # None: the assistant is not in Telegram
     TELEGRAM_LINK_TTL_S = _Setting[int](600, POSITIVE)  # a link token's life
+    TELEGRAM_LINK_TRIES_PER_MINUTE = _Setting[int](5, POSITIVE)  # link tokens one Telegram chat may try
     TELEGRAM_EDIT_INTERVAL_MS = _Setting[int](1000, POSITIVE)  # at most one edit of a streamed answer this often
     MCP = _Setting["dict[str, Any] | None"](None, MCP_SETTINGS)  # None: no MCP server; {} serves it with tokens
     MCP_TOKEN_TTL_DAYS = _Setting[int](90, POSITIVE)  # a personal access token's life unless its maker says

@@ -126,6 +126,22 @@ class TooManyUploads(Refusal):
     default_message = _("Too many files in one minute. Try again in a minute.")
 
 
+class TooManyTranscriptions(Refusal):
+    """``TRANSCRIPTIONS_PER_MINUTE``: params as ``TooManyChats``."""
+
+    code = "too_many_transcriptions"
+    http_status = 429
+    default_message = _("Too many recordings in one minute. Try again in a minute.")
+
+
+class TooManyStreams(Refusal):
+    """``MAX_STREAMS_PER_USER``: the user's open sockets and event streams together."""
+
+    code = "too_many_streams"
+    http_status = 429
+    default_message = _("The assistant is open in too many tabs. Close some of them, then reload this page.")
+
+
 class StorageFull(Refusal):
     """``MAX_STORED_BYTES_PER_USER``: params ``limit``, ``cap`` and ``used`` (bytes), ``size`` (the
     refused file's) and ``message``."""

@@ -1,11 +1,12 @@
-"""Per-user quotas on what a user can pile up: the bytes of their stored files, new chats a
-minute and uploads a minute.
+"""Per-user quotas on what a user can pile up or send: the bytes of their stored files, new chats a
+minute, uploads a minute and recordings transcribed a minute; and the link tries of a Telegram chat.
 
-Counted from the database, so every host sees the same numbers: the chats and files made in
-the last minute, and the sizes of every file the user has stored (files of deleted chats
-count until they are purged). Each cap is checked in one place, inside the transaction that
-writes the row, after ``hold`` has locked the user's row: a user's creates take turns, so two
-at once cannot both take the last slot. A cap of 0 is no cap.
+Counted from the database, so every host sees the same numbers: the chats made in the last
+minute, the uploads and transcriptions sent in it (a ``QuotaUse`` each, so a file removed at once
+still counts), and the sizes of every file the user has stored (files of deleted chats count
+until they are purged). Each cap is checked in one place, inside the transaction that writes the
+row, after ``hold`` has locked the user's row: a user's creates take turns, so two at once cannot
+both take the last slot. A cap of 0 is no cap.
 """
 
 from __future__ import annotations
@@ -16,17 +17,18 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db import connections, router
+from django.db import connections, router, transaction
 from django.db.models import QuerySet, Sum
 from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_lazy, ngettext
 
 from .conf import agent_settings
-from .errors import Refusal, StorageFull, TooManyChats, TooManyUploads
-from .models import Attachment, Conversation
+from .errors import Refusal, StorageFull, TooManyChats, TooManyTranscriptions, TooManyUploads
+from .models import Attachment, Conversation, QuotaUse
 
 STORED_BYTES, NEW_CHATS, UPLOADS = "stored_bytes", "new_chats_per_minute", "uploads_per_minute"
+TRANSCRIPTIONS = "transcriptions_per_minute"
 WINDOW = timedelta(minutes=1)
 
 
@@ -75,7 +77,7 @@ def check_new_chat(user_id: Any) -> None:
 def check_upload(user_id: Any, size: int) -> None:
     """``TooManyUploads`` past ``UPLOADS_PER_MINUTE``; ``StorageFull`` when a file of ``size`` bytes
     would take the user's stored files past ``MAX_STORED_BYTES_PER_USER``."""
-    quota = _rate(UPLOADS, agent_settings.UPLOADS_PER_MINUTE, Attachment.objects.filter(user_id=user_id))
+    quota = _rate(UPLOADS, agent_settings.UPLOADS_PER_MINUTE, _uses(QuotaUse.Kind.UPLOAD, user_id))
     if quota.reached:
         raise _refusal(TooManyUploads, quota)
     stored = _stored(user_id)
@@ -83,13 +85,48 @@ def check_upload(user_id: Any, size: int) -> None:
         raise _refusal(StorageFull, stored, size=size)
 
 
+def count_upload(user_id: Any) -> None:
+    """Count an upload, in the transaction that stores its file, for the minute whatever becomes of the file."""
+    _count(QuotaUse.Kind.UPLOAD, user_id)
+
+
+def take_transcription(user_id: Any) -> None:
+    """Count a recording about to be transcribed; ``TooManyTranscriptions`` past ``TRANSCRIPTIONS_PER_MINUTE``.
+
+    Counted before the recording is sent (in its own transaction, the user's row held), so
+    recordings sent at once cannot pass the cap while the speech host works on them."""
+    with transaction.atomic():
+        hold(user_id)
+        quota = _rate(
+            TRANSCRIPTIONS, agent_settings.TRANSCRIPTIONS_PER_MINUTE, _uses(QuotaUse.Kind.TRANSCRIPTION, user_id)
+        )
+        if quota.reached:
+            raise _refusal(TooManyTranscriptions, quota)
+        _count(QuotaUse.Kind.TRANSCRIPTION, user_id)
+
+
+def take_link_try(chat_id: int) -> bool:
+    """Count a Telegram chat's try of a link token; False past ``TELEGRAM_LINK_TRIES_PER_MINUTE``."""
+    cap = agent_settings.TELEGRAM_LINK_TRIES_PER_MINUTE
+    if _rate("telegram_link_tries", cap, _uses(QuotaUse.Kind.TELEGRAM_LINK, chat_id)).reached:
+        return False
+    _count(QuotaUse.Kind.TELEGRAM_LINK, chat_id)
+    return True
+
+
 def usage(user_id: Any) -> list[Quota]:
     """Where the user stands against each quota now, for the "My assistant" panel."""
     return [
         _stored(user_id),
         _rate(NEW_CHATS, agent_settings.NEW_CHATS_PER_MINUTE, Conversation.objects.filter(user_id=user_id)),
-        _rate(UPLOADS, agent_settings.UPLOADS_PER_MINUTE, Attachment.objects.filter(user_id=user_id)),
+        _rate(UPLOADS, agent_settings.UPLOADS_PER_MINUTE, _uses(QuotaUse.Kind.UPLOAD, user_id)),
+        _rate(TRANSCRIPTIONS, agent_settings.TRANSCRIPTIONS_PER_MINUTE, _uses(QuotaUse.Kind.TRANSCRIPTION, user_id)),
     ]
+
+
+def forget_old_uses() -> int:
+    """Delete the counted uses that no quota counts any more (the nightly clean-up); how many went."""
+    return QuotaUse.objects.filter(created_at__lt=timezone.now() - WINDOW).delete()[0]
 
 
 def panel_text(quota: Quota) -> str:
@@ -112,6 +149,10 @@ _PANEL = {
     UPLOADS: (
         gettext_lazy("Files added in the last minute: %(used)s of %(cap)s"),
         gettext_lazy("Files added in the last minute: %(used)s"),
+    ),
+    TRANSCRIPTIONS: (
+        gettext_lazy("Recordings transcribed in the last minute: %(used)s of %(cap)s"),
+        gettext_lazy("Recordings transcribed in the last minute: %(used)s"),
     ),
 }
 
@@ -136,6 +177,12 @@ def message(quota: Quota, **extra: Any) -> str:
         made = ngettext(
             "You started %(used)s chat in the last minute, the most allowed is %(cap)s.",
             "You started %(used)s chats in the last minute, the most allowed is %(cap)s.",
+            quota.used,
+        )
+    elif quota.limit == TRANSCRIPTIONS:
+        made = ngettext(
+            "You sent %(used)s recording in the last minute, the most allowed is %(cap)s.",
+            "You sent %(used)s recordings in the last minute, the most allowed is %(cap)s.",
             quota.used,
         )
     else:
@@ -166,6 +213,17 @@ def _rate(limit: str, cap: int, rows: QuerySet[Any]) -> Quota:
     if len(times) < cap:
         return Quota(limit, cap, len(times))
     return Quota(limit, cap, recent.count(), times[-1] + WINDOW)
+
+
+def _uses(kind: str, key: Any) -> QuerySet[QuotaUse]:
+    return QuotaUse.objects.filter(kind=kind, key=str(key))
+
+
+def _count(kind: str, key: Any) -> None:
+    """One use now; this key's uses that left the window go, so a key keeps at most a minute's."""
+    now = timezone.now()
+    _uses(kind, key).filter(created_at__lt=now - WINDOW).delete()
+    QuotaUse.objects.create(kind=kind, key=str(key), created_at=now)
 
 
 def _stored(user_id: Any) -> Quota:

@@ -2,19 +2,20 @@
 Telegram, sent as their message, marked as spoken).
 
 ``transcribe`` is a door like the chats' own: the actor's checks and the chat's, the recording's
-limits, then the speech endpoint in effect for the user (``agent.ai.endpoints.speech``). The
-recording goes to the endpoint and is never kept.
+limits, the user's per-minute cap, then the speech endpoint in effect for the user
+(``agent.ai.endpoints.speech``). What the recording is and how long it lasts are read from its
+bytes (``agent.recordings``), never from its name or what the client says; only audio goes to
+the endpoint, named by the format found, and it is never kept.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
 
-from . import notices
+from . import notices, quotas, recordings
 from .access import Actor
 from .ai import AIError, endpoints, limits, speech
 from .conf import agent_settings
@@ -25,32 +26,38 @@ SLACK_S = 1.0
 """A recorder stopped at the limit may report a moment more."""
 
 
-def transcribe(
-    ref: Actor, conversation_id: Any, audio: Any, *, impersonated: bool, seconds: float | None = None
-) -> str:
-    """The words of ``audio`` (bytes, or a file with a name such as ``rec.webm``) recorded for this chat.
+def transcribe(ref: Actor, conversation_id: Any, audio: Any, *, impersonated: bool) -> str:
+    """The words of ``audio`` (bytes, or a file such as the page's ``rec.webm``) recorded for this chat.
 
-    ``seconds``: the recording's length as the recorder counted it, when its file does not say.
-    Over ``MAX_VOICE_BYTES`` or ``MAX_VOICE_S``, or empty: ``ValidationError``; no speech endpoint:
-    ``NotConfigured``; the caps reached: ``BudgetExceeded``; the endpoint failing: ``SpeechFailed``
-    with the sentence a failed model call's notice gives.
+    Over ``MAX_VOICE_BYTES`` or ``MAX_VOICE_S``, or empty: ``ValidationError``; not audio, or audio
+    whose length cannot be read: ``ValidationError`` ``unsupported_type``; no speech endpoint:
+    ``NotConfigured``; ``TRANSCRIPTIONS_PER_MINUTE`` reached: ``TooManyTranscriptions``; the cost
+    caps reached: ``BudgetExceeded``; the endpoint failing: ``SpeechFailed`` with the sentence a
+    failed model call's notice gives.
     """
     scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
-    data, name = _read(audio)
-    length = speech.measured_seconds(data) or seconds
-    if length is not None and length > agent_settings.MAX_VOICE_S + SLACK_S:
-        limit = agent_settings.MAX_VOICE_S
+    data = _read(audio)
+    limit = agent_settings.MAX_VOICE_S
+    kind = recordings.audio_format(data)
+    length = recordings.seconds(data, kind, enough=limit + SLACK_S) if kind is not None else None
+    if length is None:
+        raise ValidationError(
+            _("This recording cannot be read: record it again, or send a WAV, Ogg, WebM or MP4 file."),
+            code="unsupported_type",
+        )
+    if length > limit + SLACK_S:
         raise ValidationError(
             _("A recording may be at most %(seconds)d seconds long.") % {"seconds": limit}, code="voice_too_long"
         )
     endpoint = endpoints.speech(scope.user, user_settings=scope.user_settings).endpoint
     if endpoint is None:
         raise NotConfigured()
+    quotas.take_transcription(scope.user_id)
     try:
         transcript = speech.transcribe(
             endpoint,
             data,
-            name,
+            f"voice.{kind}",
             user=scope.user,
             seconds=length,
             attribution={"conversation": str(conversation.pk)},
@@ -67,20 +74,20 @@ def available(user: Any, user_settings: Any = None) -> bool:
     return endpoints.speech(user, user_settings=user_settings).endpoint is not None
 
 
-def _read(audio: Any) -> tuple[bytes, str]:
-    """The recording's bytes and a file name whose extension names its format; a size check first."""
+def _read(audio: Any) -> bytes:
+    """The recording's bytes, its size checked before they are read where the file says it."""
     limit = agent_settings.MAX_VOICE_BYTES
     if isinstance(audio, (bytes, bytearray)):
-        data, name = bytes(audio), "voice.ogg"
+        data = bytes(audio)
     else:
         if (getattr(audio, "size", None) or 0) > limit:
             raise too_large()
-        data, name = audio.read(limit + 1), os.path.basename(getattr(audio, "name", "") or "voice.webm")
+        data = audio.read(limit + 1)
     if len(data) > limit:
         raise too_large()
     if not data:
         raise ValidationError(_("The recording is empty."), code="voice_empty")
-    return data, name or "voice.webm"
+    return data
 
 
 def too_large() -> ValidationError:

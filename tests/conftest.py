@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -92,6 +93,24 @@ def endpoint(db: Any, model_server: ScriptedModelServer) -> Endpoint:
     settings_row = AgentSettings.current()
     settings_row.default_endpoint = row
     settings_row.save()
+    return row
+
+
+@pytest.fixture
+def speech(db: Any, model_server: ScriptedModelServer) -> Endpoint:
+    """The site's speech endpoint, on the scripted server."""
+    row = Endpoint.objects.create(
+        name="speech",
+        base_url=model_server.base_url,
+        api_key="sk-speech",
+        model="whisper-1",
+        supports_transcription=True,
+        audio_price_per_minute=Decimal("0.006"),
+        timeout_s=5,
+    )
+    site = AgentSettings.current()
+    site.speech_endpoint = row
+    site.save()
     return row
 
 

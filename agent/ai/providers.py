@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from django.apps import apps
+from django.conf import settings
 from django.utils.module_loading import import_string
 
 from ..conf import agent_settings
@@ -316,11 +319,28 @@ class Unimportable(OpenAICompatible):
 def adapter_for(endpoint: Endpoint) -> OpenAICompatible:
     """The adapter of ``endpoint``: the class it names, else ``AGENT["PROVIDER_ADAPTER"]``."""
     path = endpoint.adapter or agent_settings.PROVIDER_ADAPTER
-    found = adapter_class(path)
+    found = adapter_class(path) if not endpoint.adapter or in_site_code(path) else None
     if found is None:
         logger.error("agent: the adapter %r of endpoint %s is not an importable adapter class", path, endpoint.pk)
         return Unimportable(endpoint)
     return found(endpoint)
+
+
+def in_site_code(path: Any) -> bool:
+    """Whether ``path`` may be imported to look for an adapter: it is in an installed app's package
+    or the site's own (its settings' top package), or its module is imported already.
+
+    An endpoint's adapter is staff's data: a path elsewhere (``antigravity.X``) is refused
+    without running its module's code."""
+    if not isinstance(path, str) or "." not in path:
+        return False
+    module = path.rpartition(".")[0]
+    if module in sys.modules:
+        return True
+    site_packages = {config.name for config in apps.get_app_configs()}
+    own = (getattr(settings, "SETTINGS_MODULE", None), getattr(settings, "ROOT_URLCONF", None))
+    site_packages |= {name.partition(".")[0] for name in own if isinstance(name, str) and name}
+    return any(module == package or module.startswith(package + ".") for package in site_packages)
 
 
 def adapter_class(path: Any) -> type[OpenAICompatible] | None:

@@ -8,7 +8,6 @@ and never kept.
 
 from __future__ import annotations
 
-import struct
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -20,8 +19,6 @@ from .providers import AIError, adapter_for
 
 SOURCE = "transcription"
 TASK = "agent.transcribe"
-GUESSED_BYTES_PER_SECOND = 4_000
-"""A recording whose length nothing tells is taken as speech at 32 kbit/s (what browsers record at)."""
 
 
 @dataclass(frozen=True)
@@ -37,13 +34,13 @@ def transcribe(
     name: str,
     *,
     user: Any,
-    seconds: float | None = None,
+    seconds: float,
     attribution: dict[str, Any] | None = None,
 ) -> Transcript:
     """The words of ``audio`` (a file called ``name``: its extension tells the server its format).
 
-    ``seconds``: the speech's length as the caller knows it (measured from the file, or what the
-    recorder said); the server's own figure wins when it gives one.
+    ``seconds``: the speech's length as the caller measured it from the recording itself; the
+    server's own figure wins when it gives one.
     """
     journal = {
         "endpoint": endpoint if endpoint is not None and endpoint.pk else None,
@@ -72,8 +69,7 @@ def transcribe(
         raise journal_failure(journal, error, started) from None
     except Exception as error:  # every SDK error becomes a code; provider text is never kept
         raise journal_failure(journal, adapter.error(error), started) from None
-    length = adapter.transcribed_seconds(result) or seconds or measured_seconds(audio)
-    whole = max(1, round(length or len(audio) / GUESSED_BYTES_PER_SECOND))
+    whole = max(1, round(adapter.transcribed_seconds(result) or seconds))
     row = AIRequest.objects.create(
         **journal,
         status=AIRequest.Status.SUCCESS,
@@ -83,42 +79,3 @@ def transcribe(
     )
     usage.deliver(row)
     return Transcript(text=text, seconds=whole, request_id=row.pk)
-
-
-def measured_seconds(audio: bytes) -> float | None:
-    """The length of a WAV or an Ogg (Opus, as Telegram's voice notes) recording from its own headers;
-    None for a format that does not say it up front (the browser's WebM)."""
-    if audio[:4] == b"RIFF" and audio[8:12] == b"WAVE":
-        return _wav_seconds(audio)
-    if audio[:4] == b"OggS":
-        return _ogg_seconds(audio)
-    return None
-
-
-def _wav_seconds(audio: bytes) -> float | None:
-    position, rate_bytes, data_bytes = 12, 0, 0
-    while position + 8 <= len(audio):
-        chunk, size = audio[position : position + 4], struct.unpack("<I", audio[position + 4 : position + 8])[0]
-        if chunk == b"fmt " and position + 20 <= len(audio):
-            rate_bytes = struct.unpack("<I", audio[position + 16 : position + 20])[0]
-        elif chunk == b"data":
-            data_bytes = min(size, len(audio) - position - 8)
-            break
-        position += 8 + size + (size & 1)
-    return data_bytes / rate_bytes if rate_bytes else None
-
-
-def _ogg_seconds(audio: bytes) -> float | None:
-    """The last page's granule position over the stream's rate (Opus always counts at 48 kHz)."""
-    last = audio.rfind(b"OggS")
-    if last < 0 or last + 14 > len(audio):
-        return None
-    granule = struct.unpack("<q", audio[last + 6 : last + 14])[0]
-    if b"OpusHead" in audio[:200]:
-        rate = 48_000
-    else:
-        vorbis = audio.find(b"\x01vorbis")
-        if vorbis < 0 or vorbis + 16 > len(audio):
-            return None
-        rate = struct.unpack("<I", audio[vorbis + 12 : vorbis + 16])[0]
-    return granule / rate if granule > 0 and rate else None

@@ -71,6 +71,7 @@ def add_attachment(ref: Actor, conversation_id: Any, uploaded_file: Any, *, impe
                 raise _too_many()
             quotas.check_upload(scope.user_id, size)
             attachment.save(force_insert=True)
+            quotas.count_upload(scope.user_id)
             transaction.on_commit(lambda: queue_processing(attachment.pk))
     except BaseException:
         attachment.file.storage.delete(attachment.stored_as)

@@ -5,6 +5,7 @@ from .attachments import Attachment
 from .confirmations import Confirmation
 from .conversations import Conversation, Message
 from .mcp import McpCall, McpToken
+from .quotas import QuotaUse
 from .settings import AgentSettings, UserSettings
 from .telegram import (
     TelegramBot,
@@ -29,6 +30,7 @@ __all__ = [
     "McpToken",
     "Message",
     "OffPurposeFlag",
+    "QuotaUse",
     "TelegramBot",
     "TelegramButtons",
     "TelegramDraft",

@@ -19,7 +19,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from .. import errors
+from .. import errors, quotas
 from ..access import TELEGRAM_PERMISSION, Actor, Scope, TelegramRef, authorize_session
 from ..conf import agent_settings
 from ..models import TelegramLink, TelegramLinkToken
@@ -80,7 +80,10 @@ class Linked:
 
 def link(token: str, chat_id: int, *, name: str = "", language: str = "") -> Linked:
     """Link a private chat with a token from the page: single use, before it expires, one live link
-    per chat, and only for a user who may use the assistant in Telegram now."""
+    per chat, and only for a user who may use the assistant in Telegram now. A chat tries at most
+    ``TELEGRAM_LINK_TRIES_PER_MINUTE`` tokens a minute, so guessing them is slow too."""
+    if not quotas.take_link_try(chat_id):
+        return Linked(None, _("Too many tries from this chat. Wait a minute, then open a new link from the site."))
     already = _("This Telegram chat is already connected. Send /stop here to disconnect it first.")
     with transaction.atomic():
         if TelegramLink.objects.filter(chat_id=chat_id, revoked_at__isnull=True).exists():

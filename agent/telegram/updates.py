@@ -35,12 +35,14 @@ HANDLE_TASK = "agent.telegram_update"
 TELEGRAM_FILE_BYTES = 20 * 1024 * 1024
 """The largest file the Bot API lets a bot download."""
 CHATS_LISTED = 8
+UPDATE_IDS = range(-(2**63), 2**63)
+"""What the update's column holds (a signed 64-bit integer); Telegram's ids are far inside it."""
 
 
 def record(update: dict[str, Any]) -> bool:
     """Keep an update for its task, once per ``update_id``; False for one already recorded."""
     update_id = update.get("update_id")
-    if not isinstance(update_id, int):
+    if type(update_id) is not int or not UPDATE_IDS.start <= update_id < UPDATE_IDS.stop:
         return False
     try:
         with transaction.atomic():
@@ -156,9 +158,7 @@ def _ask(link: TelegramLink, ref: TelegramRef, message: Any, text: str) -> None:
     chat = _current_chat(link, ref)
     spoken = False
     if message.voice is not None or message.audio is not None:
-        recording = message.voice or message.audio
-        audio = ContentFile(_download(recording), name="voice.ogg" if message.voice is not None else "audio.mp3")
-        text = voice.transcribe(ref, chat.pk, audio, impersonated=False, seconds=recording.duration or None)
+        text = voice.transcribe(ref, chat.pk, _download(message.voice or message.audio), impersonated=False)
         if not text:
             _reply(link.chat_id, _("I heard nothing I could write down. Try again, a little closer to the microphone."))
             return

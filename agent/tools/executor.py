@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any, Collection, Literal
 
@@ -36,13 +37,64 @@ def visible_for(scope: Scope, allow: Collection[str] | Literal["all"] = "all") -
     return visible
 
 
+def parse_arguments(text: str) -> Any:
+    """A model's arguments text as JSON (empty: no arguments).
+
+    ``Refused("invalid_arguments")`` when it is longer than ``TOOL_RESULT_CHARS`` (never parsed),
+    not JSON, or nested past what the parser follows; lesser nesting is ``refused_arguments``'s to judge."""
+    if len(text) > agent_settings.TOOL_RESULT_CHARS:
+        raise Refused("invalid_arguments", _too_long())
+    try:
+        return json.loads(text) if text.strip() else {}
+    except RecursionError:  # nested deeper than the parser goes, far past the depth allowed
+        raise Refused("invalid_arguments", _too_deep()) from None
+    except ValueError:
+        raise Refused(
+            "invalid_arguments", {"error": "invalid_arguments", "details": ["arguments are not JSON"]}
+        ) from None
+
+
+def oversized_arguments(args: Any) -> dict[str, Any] | None:
+    """What the model is told about arguments no tool is handed, or None: nested deeper than
+    ``MAX_TOOL_ARGUMENT_DEPTH`` levels, or longer as JSON than ``TOOL_RESULT_CHARS``.
+
+    Measured without recursion, so no nesting can exhaust the stack; the depth first, so the
+    length is only measured on arguments that are safe to serialise."""
+    limit = agent_settings.MAX_TOOL_ARGUMENT_DEPTH
+    pending: list[tuple[Any, int]] = [(args, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if not isinstance(value, (dict, list)):
+            continue
+        if depth > limit:
+            return _too_deep()
+        pending.extend((item, depth + 1) for item in (value.values() if isinstance(value, dict) else value))
+    if len(json.dumps(args, ensure_ascii=False, default=str)) > agent_settings.TOOL_RESULT_CHARS:
+        return _too_long()
+    return None
+
+
+def _too_deep() -> dict[str, Any]:
+    message = _("arguments nest deeper than %(depth)d levels") % {"depth": agent_settings.MAX_TOOL_ARGUMENT_DEPTH}
+    return {"error": "invalid_arguments", "details": [message]}
+
+
+def _too_long() -> dict[str, Any]:
+    message = _("arguments are longer than %(chars)d characters") % {"chars": agent_settings.TOOL_RESULT_CHARS}
+    return {"error": "invalid_arguments", "details": [message]}
+
+
 def refused_arguments(tool: Tool, args: Any, scope: Scope | None = None) -> ToolResult | None:
-    """The ``invalid_arguments`` result for arguments ``tool``'s schema (for ``scope``'s user) refuses;
-    None when it takes them."""
+    """The ``invalid_arguments`` result for arguments ``tool``'s schema (for ``scope``'s user) refuses,
+    or that no tool is handed (nested too deep, too long: before the schema reads them); None when it
+    takes them."""
     if not isinstance(args, dict):
         return ToolResult(
             "invalid_arguments", {"error": "invalid_arguments", "details": ["arguments must be an object"]}
         )
+    oversized = oversized_arguments(args)
+    if oversized is not None:
+        return ToolResult("invalid_arguments", oversized)
     problems = sorted(tool.validator_for(scope).iter_errors(args), key=lambda e: list(e.path))
     if problems:
         details = [f"{'/'.join(map(str, e.path)) or '(root)'}: {_problem(e)}" for e in problems[:5]]
@@ -61,7 +113,10 @@ def execute_as(
     call_id: str,
     turn: Any = None,
 ) -> ToolResult:
-    """Check visibility and arguments, then run a read or turn a write into a card."""
+    """Check visibility and arguments, then run a read or turn a write into a card.
+
+    Arguments nested too deep or too long are ``invalid_arguments`` before anything reads them:
+    no such call runs, nor makes a card."""
     tool = next((t for t in visible_for(scope, allow) if t.name == name), None)
     if tool is None:
         return ToolResult("denied", {"error": "not_available", "message": _("This tool is not available.")})

@@ -37,7 +37,7 @@ from ..conversations.store import GateClosed, RidingCheck, append_checked
 from ..errors import Forbidden, NotFound, Refusal
 from ..models import AgentSettings, AIRequest, Confirmation, Conversation, Lock, Message, Turn
 from ..statements import Columns, slot
-from ..tools import catalogue, checked_once, execute_as, registry, visible_for
+from ..tools import Refused, catalogue, checked_once, execute_as, parse_arguments, registry, visible_for
 from ..tools.registry import FIND_TOOLS
 from . import history, locks, monitor, stream, versions
 from .prompt import system_prompt
@@ -317,9 +317,9 @@ class TurnRunner:
         """Run one call; a write only inside the caller's fenced transaction, so its card is stored
         while the turn holds the chat and together with the tool message that names it."""
         try:
-            args = json.loads(call.arguments) if call.arguments.strip() else {}
-        except ValueError:
-            return "invalid_arguments", {"error": "invalid_arguments", "details": ["arguments are not JSON"]}, None
+            args = parse_arguments(call.arguments)
+        except Refused as refused:
+            return refused.outcome, refused.result, None
         if call.name == FIND_TOOLS:
             found = catalogue.find_tools(scope, args)
             self.kept_tools += [t["name"] for t in found.result.get("tools", [])] if found.outcome == "ok" else []

@@ -26,11 +26,13 @@ from typing import Any
 from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.core.exceptions import ValidationError
+from django.utils import translation
 
-from .. import events
+from .. import events, stream_slots
 from ..access import SessionRef, is_impersonated
 from ..conf import agent_settings
-from ..errors import SESSION_REFUSALS, BadFrame, Refusal, error_body, invalid_body
+from ..errors import SESSION_REFUSALS, BadFrame, Refusal, TooManyStreams, error_body, invalid_body
+from .delivery import run_detached
 from .feed import CLOSE_INTERNAL_ERROR, CLOSE_SESSION_ENDED, Feed
 from .frames import FrameDoors
 from .handshake import origin_allowed, request_language
@@ -41,11 +43,12 @@ WEBSOCKET_PATH = "ws/agent/"
 """Where the chat page's socket connects: ``agent.routing`` routes it here, the page reads it."""
 
 CLOSE_TOO_LARGE = 4413
-CLOSE_TOO_FAST = 4429
+CLOSE_TOO_FAST = CLOSE_TOO_MANY_STREAMS = 4429
 CLOSE_CODES = {
     "session_ended": CLOSE_SESSION_ENDED,
     "too_large": CLOSE_TOO_LARGE,
     "too_fast": CLOSE_TOO_FAST,
+    "too_many_streams": CLOSE_TOO_MANY_STREAMS,
     "internal_error": CLOSE_INTERNAL_ERROR,
 }
 """The close codes by name, as the page reads them."""
@@ -71,8 +74,15 @@ class AgentConsumer(FrameDoors, AsyncJsonWebsocketConsumer):
             impersonated=self.impersonated,
             request_language=self.request_language,
         )
+        self.slot: stream_slots.StreamSlot | None = None
         await self.accept()
         if not await self.feed.allowed(since=time.monotonic()):
+            return
+        self.slot = await stream_slots.take(self.ref.user_id, self)
+        if self.slot is None:  # the user's sockets and event streams are at their cap
+            with translation.override(self.feed.language):
+                await self.send_json({"type": "error", **error_body(TooManyStreams())})
+            await self.close(code=CLOSE_TOO_MANY_STREAMS)
             return
         await self.feed.start()
         await self.send_json({"type": "ready"})
@@ -85,6 +95,9 @@ class AgentConsumer(FrameDoors, AsyncJsonWebsocketConsumer):
             feed = getattr(self, "feed", None)
             if feed is not None:
                 await feed.close()
+            slot = getattr(self, "slot", None)
+            if slot is not None:
+                await asyncio.shield(run_detached(slot.release()))
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         """Channels' dispatch, but layer events go to the feed and nothing waits for the database.

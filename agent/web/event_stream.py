@@ -26,9 +26,11 @@ from django.http.response import HttpResponseBase
 from django.utils import translation
 from django.views.decorators.http import require_GET
 
+from .. import events, stream_slots
 from ..access import SessionRef, is_impersonated
 from ..conf import agent_settings
-from ..errors import Refusal, SessionGone
+from ..errors import Refusal, SessionGone, TooManyStreams
+from .delivery import run_detached
 from .feed import FELL_BEHIND, Feed, catch_up
 from .http import invalid_response, page_language, refusal_response
 
@@ -55,6 +57,10 @@ async def stream(request: HttpRequest) -> HttpResponseBase:
     except ValidationError as invalid:
         return invalid_response(invalid)
     listener = ChatStream(layer, channel, **opened)
+    listener.slot = await stream_slots.take(listener.ref.user_id, listener)
+    if listener.slot is None:  # the user's sockets and event streams are at their cap
+        await events.leave(layer, channel, {events.topic(listener.conversation_id)})
+        return refusal_response(TooManyStreams())
     response = StreamingHttpResponse(listener.frames(), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache, no-transform"
     response["X-Accel-Buffering"] = "no"  # nginx: pass each frame on at once
@@ -115,6 +121,7 @@ class ChatStream:
         self.out: list[bytes] = []  # frames to send, in order
         self.out_ready = asyncio.Event()
         self.hung_up = False
+        self.slot: stream_slots.StreamSlot | None = None  # this stream's place among its user's
 
     async def carry(self, frame: str, event_id: str | None) -> None:
         self.out.append(sse(frame, event_id))
@@ -149,6 +156,8 @@ class ChatStream:
             if reader is not None:
                 reader.cancel()
             await feed.close()
+            if self.slot is not None:
+                await asyncio.shield(run_detached(self.slot.release()))
 
     async def _sent(self) -> AsyncIterator[bytes]:
         """What the feed gave to send, as it comes, with a comment line when it gave nothing for a while."""

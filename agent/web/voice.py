@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -22,7 +21,7 @@ from .http import SizeCap, api, invalid_response, page_language
 @csrf_exempt  # the upload handlers must be set before the CSRF check reads the body; _transcribe checks it
 @require_POST
 def transcribe(request: HttpRequest, conversation_id: str) -> HttpResponseBase:
-    """``audio`` (the recording) and ``seconds`` (its length as the recorder counted it) → ``{"text"}``."""
+    """``audio`` (the recording) → ``{"text"}``; its length is read from the recording itself."""
     cap = SizeCap.install(request, agent_settings.MAX_VOICE_BYTES)
     if cap is None:
         with translation.override(page_language(request)):
@@ -40,16 +39,7 @@ def _transcribe(
     if audio is None:
         raise ValidationError({"audio": ValidationError(_("No recording was sent."), code="required")})
     try:
-        text = voice.transcribe(ref, conversation_id, audio, impersonated=impersonated, seconds=_seconds(request))
+        text = voice.transcribe(ref, conversation_id, audio, impersonated=impersonated)
     finally:
         audio.close()
     return {"text": text}
-
-
-def _seconds(request: HttpRequest) -> float | None:
-    """The recorder's count of the recording's seconds, when it is a sensible number."""
-    try:
-        seconds = float(request.POST.get("seconds") or "nan")
-    except ValueError:
-        return None
-    return seconds if math.isfinite(seconds) and seconds > 0 else None

@@ -4,6 +4,7 @@ refused by the system check, by the endpoint form, and at the call."""
 
 from __future__ import annotations
 
+import sys
 from decimal import Decimal
 from typing import Any
 
@@ -13,7 +14,7 @@ from django.urls import reverse
 
 from agent import turns
 from agent.ai import AIError, complete
-from agent.ai.providers import OpenAICompatible, adapter_class, adapter_for
+from agent.ai.providers import OpenAICompatible, Unimportable, adapter_class, adapter_for
 from agent.checks import check_agent_settings, check_provider_adapter
 from agent.models import AIRequest, Endpoint
 from agent.tasks import run_turn
@@ -157,3 +158,26 @@ def test_the_endpoint_form_refuses_an_adapter_that_is_no_adapter_class(manager: 
 def test_the_endpoint_form_saves_an_adapter_class_or_none(manager: Client, path: str) -> None:
     response = manager.post(reverse("admin:agent_endpoint_add"), endpoint_form(adapter=path))
     assert response.status_code == 302 and Endpoint.objects.get().adapter == path.strip()
+
+
+def test_an_adapter_outside_the_sites_code_is_refused_without_importing_it(
+    manager: Client, tmp_path: Any, monkeypatch: Any, endpoint: Endpoint
+) -> None:
+    # given a module outside the site's code whose import leaves a mark
+    (tmp_path / "probe_adapter_module.py").write_text(
+        "import pathlib\npathlib.Path(__file__).with_suffix('.ran').touch()\nclass Adapter: pass\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = "probe_adapter_module.Adapter"
+    # when staff name it on the endpoint form, and a row names it past the form
+    response = manager.post(reverse("admin:agent_endpoint_add"), endpoint_form(name="probe", adapter=path))
+    set_adapter(endpoint, path)
+    used = adapter_for(endpoint)
+    # then it is refused both times, and its code never ran
+    assert response.status_code == 200 and not Endpoint.objects.filter(name="probe").exists()
+    assert response.context["adminform"].form.errors["adapter"] == [
+        f"{path} is not in the site's code: name a class in an installed app or the site's own package."
+    ]
+    assert type(used) is Unimportable  # the stand-in whose calls are refused
+    assert not (tmp_path / "probe_adapter_module.ran").exists()
+    assert "probe_adapter_module" not in sys.modules

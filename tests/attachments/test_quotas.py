@@ -7,13 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.urls import reverse
 from django.utils import timezone
 
 from agent import conversations
 from agent.access import SessionRef
 from agent.attachments.api import add_attachment
 from agent.errors import StorageFull, TooManyUploads
-from agent.models import Attachment
+from agent.models import Attachment, QuotaUse
 from tests.support.files import post_file, stored_files, upload
 from tests.support.races import at_once
 from tests.support.sessions import csrf_client
@@ -48,8 +49,26 @@ def test_uploads_count_across_the_users_chats_and_free_up_after_a_minute(
     add(ref, other_chat)
     with pytest.raises(TooManyUploads):
         add(ref, other_chat)
-    Attachment.objects.update(created_at=timezone.now() - timedelta(seconds=61))
+    QuotaUse.objects.update(created_at=timezone.now() - timedelta(seconds=61))
     add(ref, other_chat)
+
+
+def test_upload_and_remove_past_the_cap_is_refused_429(user: Any, chat: Any, settings: Any) -> None:
+    # given a user who adds a file and removes it at once, through the composer's doors
+    settings.AGENT = {**settings.AGENT, "UPLOADS_PER_MINUTE": 3}
+    client, token = csrf_client(user)
+    answers = []
+    for number in range(4):
+        response = post_file(client, token, chat, f"{number}.txt", b"x" * 10)
+        answers.append(response.status_code)
+        if response.status_code == 201:
+            removed = client.post(
+                reverse("agent:attachment_remove", args=[response.json()["attachment"]["id"]]), HTTP_X_CSRFTOKEN=token
+            )
+            assert removed.status_code == 200
+    # then the removed files still counted: the fourth upload is refused
+    assert answers == [201, 201, 201, 429]
+    assert not Attachment.objects.exists()
 
 
 def test_a_file_that_would_pass_the_stored_bytes_is_refused_with_the_sizes(

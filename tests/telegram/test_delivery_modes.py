@@ -133,3 +133,20 @@ def test_a_reader_waits_out_a_rate_limit(bot_api: FakeBotApi) -> None:
     first, second = bot_api.called("getUpdates")[:2]
     assert first.refused and second.at - first.at >= 1.0
     assert TelegramBot.current().last_error == "rate_limited"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("update_id", [2**63, -(2**63) - 1, 10**30, True], ids=["2^63", "below", "huge", "bool"])
+def test_an_update_id_no_column_holds_is_answered_200_and_recorded_never(
+    webhook_mode: FakeBotApi, update_id: Any
+) -> None:
+    update = {**webhook_mode.says(9001, "hello"), "update_id": update_id}
+    assert post(Client(), update).status_code == 200
+    assert not TelegramUpdate.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_largest_update_id_a_column_holds_is_recorded(webhook_mode: FakeBotApi) -> None:
+    update = {**webhook_mode.says(9001, "hello"), "update_id": 2**63 - 1}
+    assert post(Client(), update).status_code == 200
+    assert TelegramUpdate.objects.get().update_id == 2**63 - 1

@@ -150,3 +150,16 @@ def test_a_link_for_a_deactivated_user_is_refused_and_stays_refused(
         authorize_session(TelegramRef(link.pk, user.pk), impersonated=False)
     with pytest.raises(errors.Impersonated):
         authorize_session(TelegramRef(link.pk, user.pk), impersonated=True)
+
+
+def test_link_token_guesses_are_rate_limited_per_chat(bot_api: FakeBotApi, ref: SessionRef, settings: Any) -> None:
+    # given a chat that guessed TELEGRAM_LINK_TRIES_PER_MINUTE tokens this minute
+    settings.AGENT = {**settings.AGENT, "TELEGRAM_LINK_TRIES_PER_MINUTE": 3}
+    for guess in range(3):
+        handled(bot_api.says(CHAT, f"/start guess{guess}AAAAAAAAAAAAAAAAAAAAAAAAAA"))
+    # when it sends a real token next
+    handled(bot_api.says(CHAT, f"/start {link_token(ref, impersonated=False)}"))
+    # then nothing is linked, it is told to wait, and another chat is not held back
+    assert not TelegramLink.objects.exists()
+    assert "Too many tries" in bot_api.texts(CHAT)[-1]
+    connect(bot_api, ref, CHAT + 1)

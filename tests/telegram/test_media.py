@@ -3,15 +3,14 @@ marked as spoken (its words shown back first); a document becomes a file of the 
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any
 
 import pytest
 
 from agent.access import SessionRef
-from agent.models import AgentSettings, AIRequest, Attachment, Endpoint, Message, TelegramLink, Turn
+from agent.models import AIRequest, Attachment, Endpoint, Message, TelegramLink, Turn
 from agent.telegram import updates
-from tests.support.audio import wav
+from tests.support.audio import encoded, wav
 from tests.support.model_server import ScriptedModelServer, answer, transcript
 from tests.support.telegram import connect
 from tests.support.telegram_api import FakeBotApi
@@ -29,25 +28,13 @@ def linked(worker: Any, bot_api: FakeBotApi, ref: SessionRef, endpoint: Endpoint
     return link
 
 
-@pytest.fixture
-def speech(endpoint: Endpoint, model_server: ScriptedModelServer) -> Endpoint:
-    row = Endpoint.objects.create(
-        name="speech",
-        base_url=model_server.base_url,
-        model="whisper-1",
-        supports_transcription=True,
-        audio_price_per_minute=Decimal("0.006"),
-    )
-    AgentSettings.objects.update(speech_endpoint=row)
-    return row
-
-
 def test_a_voice_note_is_transcribed_and_sent_as_the_users_spoken_message(
     linked: TelegramLink, bot_api: FakeBotApi, model_server: ScriptedModelServer, speech: Endpoint
 ) -> None:
     model_server.transcripts.append(transcript("Create a note: buy milk"))
     model_server.push(answer("I can do that."))
-    updates.record(bot_api.sends_voice(CHAT, wav(3), duration=3))
+    note = encoded(3, "ogg")
+    updates.record(bot_api.sends_voice(CHAT, note, duration=1))  # the length is the recording's, not the claim
     turn = wait_ended(wait_until(lambda: Turn.objects.first(), what="a turn"))
     assert (turn.text, turn.spoken) == ("Create a note: buy milk", True)
     said = Message.objects.get(role="user")
@@ -55,7 +42,7 @@ def test_a_voice_note_is_transcribed_and_sent_as_the_users_spoken_message(
     wait_until(lambda: "I can do that." in bot_api.texts(CHAT), what="the answer")
     assert "🎤 Create a note: buy milk" in bot_api.texts(CHAT)
     (recording,) = model_server.recordings
-    assert recording["audio"] == wav(3) and recording["name"] == "voice.ogg"
+    assert recording["audio"] == note and recording["name"] == "voice.ogg"
     assert AIRequest.objects.get(source="transcription").audio_seconds == 3
 
 

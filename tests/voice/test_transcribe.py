@@ -17,39 +17,22 @@ from agent.access import SessionRef
 from agent.errors import BudgetExceeded, NotConfigured, NotFound, SessionGone, SpeechFailed
 from agent.models import AgentSettings, AIRequest, Endpoint, UserSettings
 from agent.web.views import page_config
-from tests.support.audio import wav
+from tests.support.audio import encoded, wav
 from tests.support.model_server import error, transcript
 from tests.support.sessions import csrf_client
-
-
-@pytest.fixture
-def speech(db: Any, model_server: Any) -> Endpoint:
-    """The site's speech endpoint, on the scripted server."""
-    row = Endpoint.objects.create(
-        name="speech",
-        base_url=model_server.base_url,
-        api_key="sk-speech",
-        model="whisper-1",
-        supports_transcription=True,
-        audio_price_per_minute=Decimal("0.006"),
-        timeout_s=5,
-    )
-    site = AgentSettings.current()
-    site.speech_endpoint = row
-    site.save()
-    return row
 
 
 def test_a_recording_becomes_the_words_the_endpoint_heard(
     ref: SessionRef, chat: Any, speech: Endpoint, model_server: Any
 ) -> None:
     model_server.transcripts.append(transcript(" Create a note: buy milk ", seconds=30))
-    audio = ContentFile(b"webm-bytes", name="rec.webm")
+    recording = encoded(2.5)
+    audio = ContentFile(recording, name="rec.webm")
 
-    assert voice.transcribe(ref, chat.pk, audio, impersonated=False, seconds=2.5) == "Create a note: buy milk"
+    assert voice.transcribe(ref, chat.pk, audio, impersonated=False) == "Create a note: buy milk"
 
     (received,) = model_server.recordings
-    assert (received["name"], received["audio"], received["model"]) == ("rec.webm", b"webm-bytes", "whisper-1")
+    assert (received["name"], received["audio"], received["model"]) == ("voice.webm", recording, "whisper-1")
     row = AIRequest.objects.get()
     assert (row.source, row.status, row.audio_seconds, row.user_id) == ("transcription", "success", 30, chat.user_id)
     assert row.cost_usd == Decimal("0.003")  # half a minute at 0.006 a minute: the server's count wins
@@ -59,7 +42,7 @@ def test_the_length_comes_from_the_file_when_the_server_does_not_count_it(
     ref: SessionRef, chat: Any, speech: Endpoint, model_server: Any
 ) -> None:
     model_server.transcripts.append(transcript("hello"))
-    voice.transcribe(ref, chat.pk, wav(90), impersonated=False, seconds=5)
+    voice.transcribe(ref, chat.pk, wav(90), impersonated=False)
     assert AIRequest.objects.get().audio_seconds == 90
     assert AIRequest.objects.get().cost_usd == Decimal("0.009")
 
@@ -71,8 +54,9 @@ def test_a_recording_over_the_longest_is_refused_before_it_is_sent(
     with pytest.raises(ValidationError) as refused:
         voice.transcribe(ref, chat.pk, wav(61.5), impersonated=False)
     assert refused.value.code == "voice_too_long"
-    with pytest.raises(ValidationError):
-        voice.transcribe(ref, chat.pk, b"webm", impersonated=False, seconds=75)
+    with pytest.raises(ValidationError) as webm:
+        voice.transcribe(ref, chat.pk, encoded(62), impersonated=False)
+    assert webm.value.code == "voice_too_long"
     assert model_server.recordings == [] and not AIRequest.objects.exists()
 
 
@@ -90,7 +74,7 @@ def test_a_recording_over_the_largest_or_empty_is_refused(
 
 def test_without_a_speech_endpoint_nothing_is_offered_or_sent(ref: SessionRef, chat: Any, endpoint: Endpoint) -> None:
     with pytest.raises(NotConfigured):
-        voice.transcribe(ref, chat.pk, b"audio", impersonated=False)
+        voice.transcribe(ref, chat.pk, wav(1), impersonated=False)
     assert not voice.available(chat.user)
     assert page_config("", voice_offered=voice.available(chat.user))["voice"] is False
 
@@ -101,7 +85,7 @@ def test_an_endpoint_that_cannot_transcribe_is_never_the_speech_endpoint(
     Endpoint.objects.filter(pk=speech.pk).update(supports_transcription=False)
     assert not voice.available(chat.user)
     with pytest.raises(NotConfigured):
-        voice.transcribe(ref, chat.pk, b"audio", impersonated=False)
+        voice.transcribe(ref, chat.pk, wav(1), impersonated=False)
 
 
 def test_the_users_own_speech_endpoint_answers_and_one_that_cannot_falls_back(
@@ -112,9 +96,9 @@ def test_the_users_own_speech_endpoint_answers_and_one_that_cannot_falls_back(
     )
     UserSettings.objects.create(user=chat.user, speech_endpoint=own, speech_endpoint_set_by="staff")
     model_server.transcripts.extend([transcript("mine"), transcript("site's")])
-    assert voice.transcribe(ref, chat.pk, b"a", impersonated=False) == "mine"
+    assert voice.transcribe(ref, chat.pk, wav(1), impersonated=False) == "mine"
     Endpoint.objects.filter(pk=own.pk).update(supports_transcription=False)
-    assert voice.transcribe(ref, chat.pk, b"a", impersonated=False) == "site's"
+    assert voice.transcribe(ref, chat.pk, wav(1), impersonated=False) == "site's"
     assert [r["model"] for r in model_server.recordings] == ["own-whisper", "whisper-1"]
 
 
@@ -123,7 +107,7 @@ def test_a_failing_speech_endpoint_says_what_a_failed_model_call_says(
 ) -> None:
     model_server.transcripts.append(error(429))
     with pytest.raises(SpeechFailed) as failed:
-        voice.transcribe(ref, chat.pk, b"audio", impersonated=False)
+        voice.transcribe(ref, chat.pk, wav(1), impersonated=False)
     assert failed.value.code == "model_failed"
     assert failed.value.message == "The model is busy (rate limited). Try again in a moment."
     row = AIRequest.objects.get()
@@ -136,7 +120,7 @@ def test_the_cost_caps_stop_a_transcription_before_it_is_sent(
     settings.AGENT = {**settings.AGENT, "DAILY_COST_PER_USER": 0.01}
     AIRequest.objects.create(user=chat.user, source="agent", task="agent.chat", status="success", cost_usd=1)
     with pytest.raises(BudgetExceeded):
-        voice.transcribe(ref, chat.pk, b"audio", impersonated=False)
+        voice.transcribe(ref, chat.pk, wav(1), impersonated=False)
     assert model_server.recordings == []
     assert AIRequest.objects.filter(source="transcription", status="refused").count() == 1
 
@@ -146,9 +130,9 @@ def test_transcriptions_count_against_the_cost_caps(
 ) -> None:
     settings.AGENT = {**settings.AGENT, "DAILY_COST_PER_USER": 0.005}
     model_server.transcripts.append(transcript("long", seconds=60))  # 0.006: over the cap once journalled
-    voice.transcribe(ref, chat.pk, b"audio", impersonated=False)
+    voice.transcribe(ref, chat.pk, wav(1), impersonated=False)
     with pytest.raises(BudgetExceeded):
-        voice.transcribe(ref, chat.pk, b"audio", impersonated=False)
+        voice.transcribe(ref, chat.pk, wav(1), impersonated=False)
 
 
 def test_another_users_chat_or_an_ended_session_is_refused(
@@ -158,11 +142,11 @@ def test_another_users_chat_or_an_ended_session_is_refused(
 
     _client, other = login(make_user())
     with pytest.raises(NotFound):
-        voice.transcribe(other, chat.pk, b"audio", impersonated=False)
+        voice.transcribe(other, chat.pk, wav(1), impersonated=False)
     with pytest.raises(NotFound):
-        voice.transcribe(ref, uuid.uuid4(), b"audio", impersonated=False)
+        voice.transcribe(ref, uuid.uuid4(), wav(1), impersonated=False)
     with pytest.raises(SessionGone):
-        voice.transcribe(SessionRef("gone", chat.user_id), chat.pk, b"audio", impersonated=False)
+        voice.transcribe(SessionRef("gone", chat.user_id), chat.pk, wav(1), impersonated=False)
     assert model_server.recordings == []
 
 
@@ -172,14 +156,14 @@ def test_the_page_posts_a_recording_and_gets_the_words(
     client, token = csrf_client(user)
     model_server.transcripts.append(transcript("find notes about milk"))
     url = reverse("agent:transcribe", args=[chat.pk])
-    audio = ContentFile(b"webm", name="voice.webm")
+    audio = ContentFile(encoded(2), name="voice.webm")
 
-    refused = client.post(url, {"audio": audio, "seconds": "2.0"})
+    refused = client.post(url, {"audio": audio})
     assert refused.status_code == 403 and refused.json()["error"] == "csrf_failed"
     audio.seek(0)
-    answered = client.post(url, {"audio": audio, "seconds": "2.0"}, HTTP_X_CSRFTOKEN=token)
+    answered = client.post(url, {"audio": audio}, HTTP_X_CSRFTOKEN=token)
     assert answered.status_code == 200 and answered.json() == {"text": "find notes about milk"}
-    missing = client.post(url, {"seconds": "2"}, HTTP_X_CSRFTOKEN=token)
+    missing = client.post(url, {}, HTTP_X_CSRFTOKEN=token)
     assert missing.status_code == 400 and "audio" in missing.json()["fields"]
 
 

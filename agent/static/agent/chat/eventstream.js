@@ -75,7 +75,8 @@ export function openEvents(chat, after, onFrame, onLost) {
         return; // the browser is opening it again by itself
       }
       open = null;
-      const failure = new ApiError(await refusalOf(url));
+      const refused = await refusalOf(url);
+      const failure = new ApiError(refused.error, null, refused.message);
       if (SESSION_CODES.has(failure.code)) {
         announce("signed-out", failure.code);
       }
@@ -91,7 +92,8 @@ export function openEvents(chat, after, onFrame, onLost) {
 }
 
 async function refusalOf(url) {
-  // The same request once more, read as the JSON refusal the server answers before any stream.
+  // The same request once more, read as the JSON refusal the server answers before any stream:
+  // its code and its words.
   const controller = new AbortController();
   try {
     const response = await fetch(url, {
@@ -99,11 +101,11 @@ async function refusalOf(url) {
     });
     if (response.ok) {
       controller.abort(); // it would stream now: the refusal, if any, has passed
-      return "network";
+      return { error: "network" };
     }
     const data = await response.json().catch(() => null);
-    return (data && data.error) || "server";
+    return data && data.error ? data : { error: "server" };
   } catch (error) {
-    return "network";
+    return { error: "network" };
   }
 }

@@ -39,6 +39,7 @@ export function connect() {
     return;
   }
   let opened = false;
+  let tooMany = ""; // the server's words when this user holds too many sockets and streams already
   if (!trial) {
     state.socket = socket;
   }
@@ -54,6 +55,9 @@ export function connect() {
       frame = JSON.parse(event.data);
     } catch (error) {
       return;
+    }
+    if (frame.type === "error" && frame.error === "too_many_streams") {
+      tooMany = frame.message;
     }
     if (frame.type === "ready" && !opened) {
       // Open means the server said ready: a proxy may accept the upgrade and then pass nothing on.
@@ -86,6 +90,12 @@ export function connect() {
       return;
     }
     if (state.signedOut) {
+      return;
+    }
+    if (tooMany) {
+      // Too many tabs hold the assistant open: say so, and try again later rather than at once.
+      setConnection(tooMany);
+      tryAgainLater();
       return;
     }
     link.failures = opened ? 0 : link.failures + 1;
@@ -181,6 +191,8 @@ function onStreamLost(chat, error) {
   }
   if (error.code === "not_found") {
     announce("chat-gone", chat);
+  } else if (error.code === "too_many_streams") {
+    setConnection(error.explained);
   } else if (error.code === "network" || error.code === "server") {
     window.setTimeout(() => {
       if (link.fallback && chat === state.current && !eventsChat()) {

@@ -65,11 +65,10 @@ export function mountVoice({ button, status, openConversation }) {
     recorder.addEventListener("stop", () => {
       stream.getTracks().forEach((track) => track.stop());
       window.clearInterval(recording.ticker);
-      const seconds = (Date.now() - started) / 1000;
       recording = null;
       button.textContent = idleLabel;
       button.setAttribute("aria-pressed", "false");
-      transcribe(new Blob(pieces, { type: recorder.mimeType || mimeType }), name, seconds);
+      transcribe(new Blob(pieces, { type: recorder.mimeType || mimeType }), name); // its length is read from it
     });
     recording = {
       recorder: recorder,
@@ -92,7 +91,7 @@ export function mountVoice({ button, status, openConversation }) {
     }
   }
 
-  async function transcribe(blob, name, seconds) {
+  async function transcribe(blob, name) {
     if (!blob.size) {
       show("");
       return;
@@ -105,7 +104,6 @@ export function mountVoice({ button, status, openConversation }) {
       }
       const form = new FormData();
       form.append("audio", blob, name);
-      form.append("seconds", seconds.toFixed(1));
       const answer = await api("POST", urlFor("transcribe", state.current), form);
       if (answer.text) {
         const before = ui.text.value;
