@@ -16,6 +16,8 @@ from agent.models import (
     AIRequest,
     Confirmation,
     Conversation,
+    McpCall,
+    McpToken,
     OffPurposeFlag,
     TelegramLink,
     Turn,
@@ -46,6 +48,14 @@ def _card(user: Any) -> Confirmation:
     )
 
 
+def _token(user: Any) -> McpToken:
+    return McpToken.objects.create(user=user, name="laptop", digest=f"d{user.pk}", expires_at="2099-01-01T00:00:00Z")
+
+
+def _mcp_call(user: Any) -> McpCall:
+    return McpCall.objects.create(token=_token(user), token_name="laptop", user=user, method="tools/call")
+
+
 ROWS: dict[type, Callable[[Any], Any]] = {
     UserSettings: lambda user: UserSettings.objects.create(user=user, instructions="alice's own words"),
     AIRequest: lambda user: AIRequest.objects.create(user=user, source="agent", task="agent.chat", status="success"),
@@ -54,6 +64,8 @@ ROWS: dict[type, Callable[[Any], Any]] = {
     Turn: _turn,
     Confirmation: _card,
     Conversation: _chat,
+    McpToken: _token,
+    McpCall: _mcp_call,
 }
 
 OWNED = sorted(
