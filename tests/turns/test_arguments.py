@@ -16,7 +16,7 @@ from agent.tasks import run_turn
 from tests.support.model_server import ScriptedModelServer, answer, tool_calls
 from tests.support.turns import agent_conf, messages_of, tool_messages
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(transaction=True)  # the stream watcher checks the session from its own thread
 
 
 def run(ref: SessionRef, chat: Any) -> Turn:
