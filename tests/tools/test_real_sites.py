@@ -266,7 +266,7 @@ def test_the_next_turn_reads_what_a_confirmed_create_returned(session, chat, too
 
 def test_the_result_is_told_in_the_next_turn_alone_and_within_the_tools_limit(ref, chat, tools, settings):
     settings.AGENT = {**settings.AGENT, "TOOL_RESULT_CHARS": 60}
-    card = proposed(ref, chat, "snippet_create", {"title": "Hello", "code": "x" * 500})
+    card = proposed(ref, chat, "snippet_create", {"title": "Hello", "code": "x" * 20})  # within the limit as a call
     confirmations.confirm(ref, card.pk, impersonated=False)
 
     told = next_turns_history(chat)[-2]
