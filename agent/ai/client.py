@@ -262,12 +262,13 @@ class Watchdog:
     """Ends a streamed call when ``watch`` raises or the deadline passes, whatever the call waits for:
     the answer's headers (the model has not begun) or a chunk that may not come.
 
-    Runs in a thread of its own from before the request is sent; what stopped the call is kept in
-    ``reason`` for the caller to raise. Until the headers come, the request is sent from a thread
-    of its own (``open``), so the caller stops waiting at once and the response, if it still
-    comes, is closed unread; once a response is ``attach``ed, a cut shuts its socket down, which
-    wakes the reader blocked on it. Once ``stop`` returns, nothing is cut: the connection may be
-    back in the pool.
+    Until the headers come, the request is sent from a thread of its own (``open``) while the
+    caller, idle meanwhile, looks at the deadline and calls ``watch`` itself (on its own database
+    connection): a cut stops its wait at once and the response, if it still comes, is closed
+    unread. From then on a thread of the watchdog's own does the looking while the caller reads;
+    a cut shuts the response's socket down, which wakes the reader blocked on it. What stopped
+    the call is kept in ``reason`` for the caller to raise. Once ``stop`` returns, nothing is cut:
+    the connection may be back in the pool.
     """
 
     def __init__(self, deadline: datetime | None, watch: Callable[[], None] | None) -> None:
@@ -280,14 +281,11 @@ class Watchdog:
         self._cutting = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="agent-stream-watchdog", daemon=True)
 
-    def start(self) -> "Watchdog":
-        self._thread.start()
-        return self
-
     def stop(self) -> None:
         with self._cutting:
             self._stopped.set()
-        self._thread.join(timeout=5)
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
 
     def open(self, send: Callable[[], Any]) -> Any:
         """``send()``'s streamed response, or the reason the watchdog cut the wait for it."""
@@ -310,8 +308,11 @@ class Watchdog:
                 self._wake.set()
 
         threading.Thread(target=sender, name="agent-model-request", daemon=True).start()
-        self._wake.wait()
+        while not self._wake.wait(WATCH_EVERY_S):
+            self._look()
         if sent:
+            if self.reason is None:
+                self._thread.start()  # the caller reads from now on: the watchdog's thread looks
             return sent[0]  # cut since it was attached: reading it raises, and the caller raises ``reason``
         if self.reason is not None:
             raise self.reason
@@ -327,18 +328,24 @@ class Watchdog:
             self.response = response
             return True
 
+    def _look(self) -> bool:
+        """Cut the call when its deadline has passed or ``watch`` raises; True when it was cut."""
+        if _seconds_left(self.deadline) <= 0:
+            self._cut(AIError("deadline"))
+            return True
+        if self.watch is not None:
+            try:
+                self.watch()
+            except Exception as reason:
+                self._cut(Interrupted(reason))
+                return True
+        return False
+
     def _run(self) -> None:
         try:
             while not self._stopped.wait(WATCH_EVERY_S):
-                if _seconds_left(self.deadline) <= 0:
-                    self._cut(AIError("deadline"))
+                if self._look():
                     return
-                if self.watch is not None:
-                    try:
-                        self.watch()
-                    except Exception as reason:
-                        self._cut(Interrupted(reason))
-                        return
         finally:
             connection.close()  # the watch's own database connection, opened in this thread
 
@@ -388,7 +395,7 @@ def _streamed(
     cut before its finish, or carrying an error, is ``invalid_response``; one that
     finished but is slow to end its body after ``[DONE]`` is taken as it is.
     """
-    watchdog = Watchdog(deadline, watch).start()
+    watchdog = Watchdog(deadline, watch)
     response = None
     try:
         response = watchdog.open(lambda: _create(endpoint, body, deadline, stream=True)).response
