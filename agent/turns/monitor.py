@@ -15,7 +15,7 @@ from .. import attachments, events, notices
 from ..conf import agent_settings
 from ..conversations import append_message
 from ..errors import NotFound
-from ..models import Message, Turn
+from ..models import Conversation, Message, Turn
 from . import locks
 
 logger = logging.getLogger(__name__)
@@ -54,11 +54,12 @@ def end_turn(turn: Turn, status: str, *, reason: str = "") -> bool:
 
 
 def _keep_users_words(turn: Turn) -> None:
-    """A turn stopped, cut by its deadline or lost before it stored the user's message stores it
-    now, with its files, ahead of its notice: the user's words are never dropped, and an edit's new
-    text takes the edited message's place, as the turn would have stored it."""
+    """An edit's turn stopped, cut by its deadline or lost before it stored the user's new text
+    stores it now, with its files, ahead of its notice: the edited message already left the line,
+    so the new text takes its place, as the turn would have stored it. A plain message stopped so
+    early is not stored: the page gives its words back to the composer."""
     row = Turn.objects.filter(pk=turn.pk).values("user_message_id", "text", "spoken").get()
-    if row["user_message_id"] is not None or not row["text"]:
+    if row["user_message_id"] is not None or not row["text"] or not _line_was_cut_for(turn):
         return
     try:
         with transaction.atomic():
@@ -74,6 +75,16 @@ def _keep_users_words(turn: Turn) -> None:
             attachments.link(turn, message)
     except NotFound:
         pass  # the chat was deleted meanwhile
+
+
+def _line_was_cut_for(turn: Turn) -> bool:
+    """True when the chat's line ends where an edited user message left it: the edit's new
+    version was to follow that point."""
+    line_end = Conversation.objects.filter(pk=turn.conversation_id).values_list("line_end", flat=True).first()
+    parent = Q(parent__isnull=True) if line_end is None else Q(parent_id=line_end)
+    return Message.objects.filter(
+        parent, conversation_id=turn.conversation_id, role=Message.Role.USER, active=False
+    ).exists()
 
 
 def request_stop(turn_id: Any) -> bool:

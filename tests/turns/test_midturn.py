@@ -141,13 +141,13 @@ def test_a_stop_asked_between_tool_calls_ends_the_turn_before_the_next(
     assert after == [] and len(model_server.requests) == 1
 
 
-def test_a_stop_asked_before_the_task_runs_keeps_the_users_words_and_asks_no_model(
+def test_a_stop_asked_before_the_task_runs_stores_nothing(
     ref: SessionRef, chat: Any, endpoint: Any, model_server: ScriptedModelServer
 ) -> None:
     turn = turns.start(ref, chat.pk, "hello", impersonated=False)
     assert turns.stop(ref, chat.pk, impersonated=False)
     run_turn(str(turn.pk))
-    assert shape(chat) == [("user", ""), ("notice", "stopped")]
+    assert shape(chat) == [("notice", "stopped")]
     assert Turn.objects.get(pk=turn.pk).status == "stopped" and model_server.requests == []
 
 
