@@ -51,10 +51,11 @@ def test_too_long_instructions_are_refused_by_field(tab: Page, user: Any, endpoi
 def test_the_panel_lists_each_quota_used_against_its_cap(tab: Page, user: Any, endpoint: Endpoint) -> None:
     open_panel(tab, user)
     quotas = tab.locator("#quotas li")
-    expect(quotas).to_have_count(3)
+    expect(quotas).to_have_count(4)
     expect(quotas.nth(0)).to_have_text("Stored files: 0\xa0bytes of 500.0\xa0MB")
     expect(quotas.nth(1)).to_have_text("New chats in the last minute: 0 of 20")
     expect(quotas.nth(2)).to_have_text("Files added in the last minute: 0 of 30")
+    expect(quotas.nth(3)).to_have_text("Recordings transcribed in the last minute: 0 of 10")
 
 
 def test_a_user_makes_a_token_for_an_mcp_client_sees_it_once_and_revokes_it(
