@@ -61,6 +61,19 @@ def listening(port: int) -> bool:
         return False
 
 
+def answering(port: int) -> bool:
+    """The site answers a page over HTTP, as a load balancer's health check asks before sending users:
+    its URLs are loaded then (a first request pays for importing them), not during a test's timing."""
+    if not listening(port):
+        return False
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(f"http://127.0.0.1:{port}/accounts/login/", timeout=30) as response:
+            return int(response.status) == 200
+    except OSError:
+        return False
+
+
 class Process:
     """One program in a process group of its own, its output appended to ``log``."""
 
@@ -249,7 +262,7 @@ class Stack:
         log = self.directory / f"{name}.log"
         if name == "daphne":
             argv = [*python, "daphne", "-b", "127.0.0.1", "-p", str(self.port), "tests.asgi:application"]
-            return Process(name, argv, self.env, log, lambda p: listening(self.port), self.cwd)
+            return Process(name, argv, self.env, log, lambda p: answering(self.port), self.cwd)
         if name in ("worker", "spare-worker"):
             node = f"faults-{uuid.uuid4().hex[:8]}@127.0.0.1"
             if name == "worker":
