@@ -10,8 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.core.files.uploadedfile import TemporaryUploadedFile
 
 from agent import attachments
@@ -28,6 +26,7 @@ from tests.support.files import (
     xlsx_bytes,
     xlsx_with_sheet_xml,
 )
+from tests.support.layer import Listener
 from tests.support.turns import agent_conf
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -142,13 +141,11 @@ def test_a_png_with_transparency_stays_png(ref: SessionRef, chat: Any, storage_r
 
 
 def test_the_result_is_stored_once_and_the_chat_is_told(ref: SessionRef, chat: Any) -> None:
-    layer = get_channel_layer()
-    channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(topic(chat.pk), channel)
+    listener = Listener()
+    listener.join(topic(chat.pk))
     attachment = attachments.add_attachment(ref, chat.pk, upload("a.txt", b"first"), impersonated=False)
     assert process_attachment(str(attachment.pk)) is None
-    event = async_to_sync(layer.receive)(channel)
-    assert event == {
+    assert listener.receive() == {
         "type": "agent.attachment_processed",
         "conversation": str(chat.pk),
         "attachment": str(attachment.pk),

@@ -8,8 +8,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -23,6 +21,7 @@ from agent.events import topic
 from agent.models import Attachment, Endpoint
 from agent.turns import history
 from tests.support.files import picture_bytes, ready, upload
+from tests.support.layer import Listener
 from tests.support.turns import agent_conf
 
 pytestmark = pytest.mark.django_db
@@ -153,17 +152,19 @@ def test_only_a_refused_request_is_retried_without_pictures() -> None:
 def test_unlink_puts_a_messages_files_back_in_the_composer_and_tells_the_chat(
     ref: SessionRef, chat: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
-    layer = get_channel_layer()
-    channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(topic(chat.pk), channel)
+    listener = Listener()
+    listener.join(topic(chat.pk))
     message = append_message(chat.pk, role="user", content="look")
     photo = ready(attachments.add_attachment(ref, chat.pk, upload("p.png", picture_bytes()), impersonated=False))
     Attachment.objects.filter(pk=photo.pk).update(message=message)
     with django_capture_on_commit_callbacks(execute=True):
         pictures.unlink(message)
     assert [a.pk for a in attachments.list_unlinked(ref, chat.pk, impersonated=False)] == [photo.pk]
-    events = [async_to_sync(layer.receive)(channel) for _ in range(2)]
-    assert {"type": "agent.attachment_processed", "conversation": str(chat.pk), "attachment": str(photo.pk)} in events
+    assert listener.receive() == {
+        "type": "agent.attachment_processed",
+        "conversation": str(chat.pk),
+        "attachment": str(photo.pk),
+    }
 
 
 def test_image_parts_reach_the_model_through_the_real_client(
