@@ -14,6 +14,10 @@ said here and nowhere else:
   ``agent.use_telegram`` too.
 - an MCP token: its row is not revoked and not expired, and the user holds
   ``agent.use_mcp`` too. Impersonation never applies: a token is the user's own.
+  An OAuth access token (django-oauth-toolkit's, where the site signs MCP
+  clients in with OAuth) is the same but for its row: it exists (revoking
+  deletes it), has not expired, carries the scope ``agent`` and names a user
+  and the client it was issued to.
 
 For every kind, the user must be active, hold ``agent.use_agent`` and have the
 assistant on. Nothing here caches across calls, so a revocation, a
@@ -27,12 +31,13 @@ from dataclasses import dataclass, field, replace
 from importlib import import_module
 from typing import Any, Callable
 
+from django.apps import apps
 from django.conf import settings
 from django.contrib.auth import HASH_SESSION_KEY, SESSION_KEY, get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import Permission
 from django.db import connections, router
-from django.db.models import BigIntegerField, CharField, Exists, F, OuterRef, QuerySet, Subquery, Value
+from django.db.models import BigIntegerField, CharField, Exists, F, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -47,6 +52,8 @@ from .statements import Columns, Statement, compiled, slot
 USE_PERMISSION = "agent.use_agent"
 TELEGRAM_PERMISSION = "agent.use_telegram"
 MCP_PERMISSION = "agent.use_mcp"
+OAUTH_SCOPE = "agent"
+"""The OAuth scope an access token must carry to call the assistant's tools."""
 
 
 @dataclass(frozen=True)
@@ -91,19 +98,29 @@ class TelegramRef:
 
 @dataclass(frozen=True)
 class McpRef:
-    """An MCP client's personal access token (``McpToken``), by its secret's digest: a credential.
+    """An MCP client's bearer token by its secret's SHA-256 digest: a credential. A personal access
+    token (``McpToken``), or with ``oauth`` an OAuth access token (django-oauth-toolkit's, whose
+    ``token_checksum`` is the same digest).
 
     Made from the bearer secret alone (``user_id`` None); the scope a check builds carries the one
-    with the token's user, id and name filled in from the same statement.
+    with the token's user, id and name (an OAuth token's: its client's) filled in from the same statement.
     """
 
     digest: str = field(repr=False)
     user_id: int | None = None
     token_id: int | None = None
     token_name: str = ""
+    oauth: bool = False
+    application_id: int | None = None  # an OAuth token's client
 
     def __repr__(self) -> str:
-        return f"McpRef(token_id={self.token_id!r}, user_id={self.user_id!r})"
+        return f"McpRef(token_id={self.token_id!r}, user_id={self.user_id!r}, oauth={self.oauth!r})"
+
+    @property
+    def grant(self) -> str:
+        """What a client's calls belong to: its personal token, or its OAuth client for this user
+        (whose access tokens change at every refresh)."""
+        return f"oauth:{self.application_id}" if self.oauth else f"token:{self.token_id}"
 
 
 Actor = SessionRef | TelegramRef | McpRef
@@ -245,7 +262,13 @@ class Check:
         elif isinstance(ref, McpRef):
             if user is None:
                 raise errors.SessionGone()  # no live token with this secret
-            ref = replace(ref, user_id=user.pk, token_id=user.agent_token_id, token_name=user.agent_token_name)
+            ref = replace(
+                ref,
+                user_id=user.pk,
+                token_id=user.agent_token_id,
+                token_name=user.agent_token_name or "",
+                application_id=getattr(user, "agent_application_id", None),
+            )
             _check_user(user, {})
         elif accepted is not None and user is not None and accepted.covers(user):
             pass  # the same session data and password a check of this turn has passed on
@@ -289,7 +312,12 @@ class Check:
         session's data. False never lets a refused row through;
         it may refuse a live one (a session saved since), which ``judge`` then passes."""
         gated = "agent_gate_active" in self.statement.annotations
-        if not gated or not self.checked or agent_settings.SCOPE_CHECKS or self.kind in (_OTHER_SESSION, _MCP):
+        if (
+            not gated
+            or not self.checked
+            or agent_settings.SCOPE_CHECKS
+            or self.kind in (_OTHER_SESSION, _MCP, _MCP_OAUTH)
+        ):
             return None
         conditions = [
             "agent_check.agent_gate_active",
@@ -362,7 +390,7 @@ def prepare_check(
         if ref.user_id is None:
             raise errors.SessionGone()
     elif isinstance(ref, McpRef):
-        kind = _MCP
+        kind = _MCP_OAUTH if ref.oauth else _MCP
         if not ref.digest:
             raise errors.SessionGone()
     elif isinstance(ref, SessionRef) and ref.user_id is not None and ref.session_key:
@@ -404,9 +432,10 @@ def _check_session(ref: SessionRef, user: Any, kind: str) -> None:
 
 
 _SQL_SESSION, _OTHER_SESSION, _TELEGRAM, _MCP = "sql_session", "other_session", "telegram", "mcp"
+_MCP_OAUTH = "mcp_oauth"
 """The kinds of actor whose checks read differently: a session in the site's SQL table (read in the
-statement), a session in another engine (read through it), a Telegram link or an MCP token (read in
-the statement)."""
+statement), a session in another engine (read through it), a Telegram link, an MCP token or an
+OAuth access token (read in the statement; only the last reads django-oauth-toolkit's table)."""
 
 
 def _compiled(kind: str, checked: tuple[str, ...], columns: Columns) -> Statement:
@@ -444,6 +473,18 @@ def _checks_queryset(kind: str, checked: tuple[str, ...], annotations: dict[str,
         owner = Subquery(token.values("user_id")[:1])
         fields["agent_token_id"] = Subquery(token.values("pk")[:1])
         fields["agent_token_name"] = Subquery(token.values("name")[:1])
+    elif kind == _MCP_OAUTH:  # the same, from django-oauth-toolkit's row (deleted when revoked)
+        oauth = _oauth_access_tokens().filter(
+            _has_scope(OAUTH_SCOPE),
+            token_checksum=slot("token", CharField()),
+            expires__gt=slot("now"),
+            user__isnull=False,
+            application__isnull=False,
+        )
+        owner = Subquery(oauth.values("user_id")[:1])
+        fields["agent_token_id"] = Subquery(oauth.values("pk")[:1])
+        fields["agent_token_name"] = Subquery(oauth.values("application__name")[:1])
+        fields["agent_application_id"] = Subquery(oauth.values("application_id")[:1])
     for number, permissions in enumerate(_chunks(checked)):
         fields[f"agent_held_{number}"] = _held_mask(user_model, permissions)
     if checked and _has_fields(user_model, "is_active", "is_superuser", "password"):
@@ -456,6 +497,23 @@ def _checks_queryset(kind: str, checked: tuple[str, ...], annotations: dict[str,
         )
     fields.update(annotations)
     return user_model._default_manager.select_related("agent_settings").filter(pk=owner).annotate(**fields)
+
+
+def _oauth_access_tokens() -> QuerySet[Any]:
+    """django-oauth-toolkit's access tokens, through the app registry: nothing here imports it."""
+    label = getattr(settings, "OAUTH2_PROVIDER_ACCESS_TOKEN_MODEL", "oauth2_provider.AccessToken")
+    tokens: QuerySet[Any] = apps.get_model(label)._default_manager.order_by()
+    return tokens
+
+
+def _has_scope(scope: str) -> Q:
+    """A space-separated ``scope`` column that lists ``scope``."""
+    return (
+        Q(scope=scope)
+        | Q(scope__startswith=f"{scope} ")
+        | Q(scope__endswith=f" {scope}")
+        | Q(scope__contains=f" {scope} ")
+    )
 
 
 _SQL_SESSION_ENGINES = {"django.contrib.sessions.backends.db", "django.contrib.sessions.backends.cached_db"}

@@ -1,5 +1,6 @@
 """Per-user quotas on what a user can pile up or send: the bytes of their stored files, new chats a
-minute, uploads a minute and recordings transcribed a minute; and the link tries of a Telegram chat.
+minute, uploads a minute and recordings transcribed a minute; the link tries of a Telegram chat; and
+the OAuth clients registered from one IP address.
 
 Counted from the database, so every host sees the same numbers: the chats made in the last
 minute, the uploads and transcriptions sent in it (a ``QuotaUse`` each, so a file removed at once
@@ -111,6 +112,15 @@ def take_link_try(chat_id: int) -> bool:
     if _rate("telegram_link_tries", cap, _uses(QuotaUse.Kind.TELEGRAM_LINK, chat_id)).reached:
         return False
     _count(QuotaUse.Kind.TELEGRAM_LINK, chat_id)
+    return True
+
+
+def take_registration(address: str) -> bool:
+    """Count an OAuth client's registration from this IP address; False past ``MCP_REGISTRATIONS_PER_MINUTE``."""
+    cap = agent_settings.MCP_REGISTRATIONS_PER_MINUTE
+    if _rate("mcp_registrations", cap, _uses(QuotaUse.Kind.MCP_REGISTRATION, address)).reached:
+        return False
+    _count(QuotaUse.Kind.MCP_REGISTRATION, address)
     return True
 
 

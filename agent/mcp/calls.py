@@ -20,7 +20,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from .. import confirmations, errors, notices
+from .. import confirmations, errors, notices, quotas
 from ..access import McpRef, Scope
 from ..conf import agent_settings
 from ..conversations.store import append_message
@@ -58,26 +58,34 @@ class RateLimited(Exception):
 def admit(scope: Scope, *, method: str, tool_name: str = "", client: str = "") -> McpCall:
     """Journal a call of the scope's token, unless the token has had its calls this minute
     (``RateLimited``, journalled too). The token's row lock makes its calls take turns, so two at
-    once cannot both take the last slot; counted in the database, so every host sees the same."""
+    once cannot both take the last slot; counted in the database, so every host sees the same.
+
+    An OAuth client's calls for a user count together, whichever of its access tokens made them
+    (a refresh makes a new one); the user's row is the lock they take turns on."""
     ref = scope.ref
     assert isinstance(ref, McpRef) and ref.token_id is not None
     now = timezone.now()
+    credential = {"oauth_application_id": ref.application_id} if ref.oauth else {"token_id": ref.token_id}
     entry = {
-        "token_id": ref.token_id,
-        "token_name": ref.token_name,
+        **credential,
+        "token_name": ref.token_name[:255],
         "user_id": scope.user_id,
         "method": method[:64],
         "tool_name": tool_name[:64],
         "client": client[:200],
     }
     with transaction.atomic():
-        list(McpToken.objects.select_for_update().filter(pk=ref.token_id).values_list("pk"))
-        recent = McpCall.objects.filter(token_id=ref.token_id, at__gt=now - timedelta(minutes=1)).exclude(
-            outcome=RATE_LIMITED
-        )
+        if ref.oauth:
+            quotas.hold(scope.user_id)
+            calls = McpCall.objects.filter(oauth_application_id=ref.application_id, user_id=scope.user_id)
+        else:
+            list(McpToken.objects.select_for_update().filter(pk=ref.token_id).values_list("pk"))
+            calls = McpCall.objects.filter(token_id=ref.token_id)
+        recent = calls.filter(at__gt=now - timedelta(minutes=1)).exclude(outcome=RATE_LIMITED)
         cap = agent_settings.MCP_CALLS_PER_MINUTE
         if recent.count() < cap:
-            McpToken.objects.filter(pk=ref.token_id).update(last_used_at=now)
+            if not ref.oauth:
+                McpToken.objects.filter(pk=ref.token_id).update(last_used_at=now)
             return McpCall.objects.create(**entry)
         oldest = recent.order_by("at").values_list("at", flat=True).first() or now
     McpCall.objects.create(**entry, outcome=RATE_LIMITED)

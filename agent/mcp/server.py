@@ -137,7 +137,7 @@ def _outcome_of(result: Any) -> str:
 def _ask(caller: Caller, answer: calls.Answer) -> types.InputRequiredResult:
     """The card as a question to the client's user; the retry carries their answer and this state."""
     assert answer.card is not None
-    state = signing.dumps({"card": str(answer.card.pk), "token": caller.ref.token_id}, salt=STATE_SALT)
+    state = signing.dumps({"card": str(answer.card.pk), "grant": caller.ref.grant}, salt=STATE_SALT)
     form = types.ElicitRequestFormParams(message=answer.form["message"], requested_schema=answer.form["schema"])
     return types.InputRequiredResult(
         input_requests={CONFIRM_KEY: types.ElicitRequest(params=form)}, request_state=state
@@ -145,12 +145,12 @@ def _ask(caller: Caller, answer: calls.Answer) -> types.InputRequiredResult:
 
 
 def _answered(caller: Caller, params: types.CallToolRequestParams) -> calls.Answer:
-    """The client's user answered a card: the state must be this token's, of a card still live."""
+    """The client's user answered a card: the state must be this token's (this OAuth client's), of a card still live."""
     try:
         state = signing.loads(params.request_state or "", salt=STATE_SALT, max_age=agent_settings.CONFIRMATION_TTL_S)
     except signing.BadSignature:
         state = None
-    if not isinstance(state, dict) or state.get("token") != caller.ref.token_id:
+    if not isinstance(state, dict) or state.get("grant") != caller.ref.grant:
         message = translation.gettext("This confirmation is not yours or has lapsed.")
         return calls.Answer({"error": "invalid_state"}, message, is_error=True)
     response = (params.input_responses or {}).get(CONFIRM_KEY)

@@ -1,4 +1,6 @@
-"""Personal access tokens: what an MCP client sends as ``Authorization: Bearer <secret>``.
+"""Personal access tokens: what an MCP client sends as ``Authorization: Bearer <secret>``; and
+which actor a bearer secret names, a personal token or (where the site signs clients in with
+OAuth) an OAuth access token.
 
 A token is an actor (``agent.access.McpRef``), checked like a session on every call. Only the
 secret's SHA-256 digest is stored: the secret is shown once, when the token is made, and neither the
@@ -18,7 +20,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from .. import errors
-from ..access import MCP_PERMISSION, Actor, Scope, authorize_session
+from ..access import MCP_PERMISSION, Actor, McpRef, Scope, authorize_session
 from ..conf import agent_settings
 from ..models import McpToken
 
@@ -56,6 +58,22 @@ def revoke_where(**match: Any) -> int:
 
 def digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def ref_for(secret: str) -> McpRef:
+    """The actor a bearer secret names: a personal token by its prefix; any other secret, where
+    OAuth is on, an OAuth access token (whose stored checksum is the same digest)."""
+    return McpRef(digest=digest(secret), oauth=oauth_on() and not secret.startswith(PREFIX))
+
+
+def oauth_on() -> bool:
+    """Whether the site signs MCP clients in with OAuth too (``AGENT["MCP"]["OAUTH"]``)."""
+    return bool((agent_settings.MCP or {}).get("OAUTH"))
+
+
+def origin(request: Any) -> str:
+    """The site as the client called it: the card links' base, and the OAuth issuer's identifier."""
+    return f"{request.scheme}://{request.get_host()}"
 
 
 # -- "My assistant" ------------------------------------------------------------------------------

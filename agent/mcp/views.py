@@ -1,9 +1,10 @@
 """The MCP endpoint (``agent:mcp``) and its protected-resource metadata (RFC 9728).
 
-Each request is checked first, here: the bearer token, its user, ``agent.use_agent`` and
-``agent.use_mcp``, in the one statement of ``agent.access``. A request without a live token is 401
-with ``WWW-Authenticate`` naming the metadata, so a client learns where to sign in; a user who may
-not use MCP is 403. Then the SDK's stateless server for that caller answers it, in this request.
+Each request is checked first, here: the bearer token (a personal one, or where OAuth is on an
+OAuth access token of scope ``agent``), its user, ``agent.use_agent`` and ``agent.use_mcp``, in the
+one statement of ``agent.access``. A request without a live token is 401 with ``WWW-Authenticate``
+naming the metadata, so a client learns where to sign in; a user who may not use MCP is 403. Then
+the SDK's stateless server for that caller answers it, in this request.
 """
 
 from __future__ import annotations
@@ -19,11 +20,9 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
 from .. import errors
-from ..access import McpRef, Scope, authorize_session
+from ..access import OAUTH_SCOPE as SCOPE
+from ..access import Scope, authorize_session
 from . import server, tokens
-
-SCOPE = "agent"
-"""The OAuth scope a token for the assistant's tools carries."""
 
 
 @csrf_exempt  # a bearer token, never a cookie: nothing a cross-site form could borrow
@@ -40,7 +39,7 @@ async def endpoint(request: HttpRequest) -> HttpResponse:
         response = JsonResponse({"error": refusal.code, "message": refusal.message}, status=403)
         response["WWW-Authenticate"] = f'Bearer error="insufficient_scope", scope="{SCOPE}"'
         return response
-    caller = server.Caller(scope=scope, site=_origin(request))
+    caller = server.Caller(scope=scope, site=tokens.origin(request))
     manager = server.manager_for(caller)
     async with manager.run():
         return await _served(manager.handle_request, request)
@@ -48,18 +47,22 @@ async def endpoint(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def metadata(request: HttpRequest, resource: str = "") -> JsonResponse:
-    """The protected resource's metadata (RFC 9728): what it is, and who issues its tokens."""
+    """The protected resource's metadata (RFC 9728): what it is, and who issues its tokens: this
+    site, where OAuth is on (its metadata at ``/.well-known/oauth-authorization-server``); else no
+    one, as tokens are made on "My assistant"."""
     data: dict[str, Any] = {
         "resource": request.build_absolute_uri(reverse("agent:mcp")),
         "bearer_methods_supported": ["header"],
         "scopes_supported": [SCOPE],
         "resource_name": _("The assistant's tools"),
     }
-    return JsonResponse(data)  # no authorization_servers: tokens are made on "My assistant", not by OAuth
+    if tokens.oauth_on():
+        data["authorization_servers"] = [tokens.origin(request)]
+    return JsonResponse(data)
 
 
 def _authorize(secret: str) -> Scope:
-    return authorize_session(McpRef(digest=tokens.digest(secret)), impersonated=False)
+    return authorize_session(tokens.ref_for(secret), impersonated=False)
 
 
 def _bearer(request: HttpRequest) -> str:
@@ -75,10 +78,6 @@ def _unauthorized(request: HttpRequest, error: str) -> HttpResponse:
     response = JsonResponse({"error": error or "unauthorized", "message": _("Sign in with a token.")}, status=401)
     response["WWW-Authenticate"] = challenge
     return response
-
-
-def _origin(request: HttpRequest) -> str:
-    return f"{request.scheme}://{request.get_host()}"
 
 
 async def _served(app: Any, request: HttpRequest) -> HttpResponse:

@@ -33,10 +33,16 @@ class McpToken(models.Model):
 
 
 class McpCall(models.Model):
-    """One call an MCP client made with a token: the journal, and what the per-minute cap counts."""
+    """One call an MCP client made with a token: the journal, and what the per-minute cap counts.
 
-    token = models.ForeignKey(McpToken, on_delete=models.CASCADE, related_name="calls")
-    token_name = models.CharField(_("token"), max_length=100)  # as it was named at the call
+    A call with a personal token names the token; one with an OAuth token names the OAuth client
+    (django-oauth-toolkit's application, by id: the app needs no table of it) and, as
+    ``token_name``, the client's name as it registered.
+    """
+
+    token = models.ForeignKey(McpToken, on_delete=models.CASCADE, related_name="calls", null=True, blank=True)
+    oauth_application_id = models.BigIntegerField(_("OAuth client"), null=True, blank=True)
+    token_name = models.CharField(_("token"), max_length=255)  # as it was named at the call
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     client = models.CharField(_("client"), max_length=200, blank=True)  # the name the client gave, if any
     method = models.CharField(_("method"), max_length=64)
@@ -48,7 +54,17 @@ class McpCall(models.Model):
         ordering = ["-at"]
         verbose_name = _("MCP call")
         verbose_name_plural = _("MCP calls")
-        indexes = [models.Index(fields=["token", "at"], name="agent_mcpcall_token_at")]
+        indexes = [
+            models.Index(fields=["token", "at"], name="agent_mcpcall_token_at"),
+            models.Index(fields=["oauth_application_id", "user", "at"], name="agent_mcpcall_oauth_at"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(token__isnull=False, oauth_application_id__isnull=True)
+                | models.Q(token__isnull=True, oauth_application_id__isnull=False),
+                name="agent_mcpcall_one_credential",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.token_name}: {self.tool_name or self.method}"

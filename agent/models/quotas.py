@@ -13,9 +13,10 @@ class QuotaUse(models.Model):
         UPLOAD = "upload", _("upload")
         TRANSCRIPTION = "transcription", _("transcription")
         TELEGRAM_LINK = "telegram_link", _("Telegram link try")
+        MCP_REGISTRATION = "mcp_registration", _("MCP client registration")
 
     kind = models.CharField(max_length=16, choices=Kind.choices)
-    key = models.CharField(max_length=64)  # whose: a user's id, or a Telegram chat's for a link try
+    key = models.CharField(max_length=64)  # whose: a user's id, a Telegram chat's, an IP address's
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
