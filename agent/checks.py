@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 from channels.layers import InMemoryChannelLayer
 from channels.routing import ProtocolTypeRouter, URLRouter
+from django.apps import apps
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, register
 from django.core.checks import Warning as CheckWarning
@@ -18,9 +19,10 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.files.storage import FileSystemStorage, InvalidStorageError, storages
 from django.middleware.locale import LocaleMiddleware
 from django.shortcuts import resolve_url
-from django.urls import NoReverseMatch
+from django.urls import NoReverseMatch, reverse
 from django.utils.module_loading import import_string
 
+from .access import OAUTH_SCOPE
 from .ai.providers import adapter_class
 from .conf import NAME, POSITIVE, AgentConf, agent_settings
 from .tools.registry import registry
@@ -78,6 +80,40 @@ def check_mcp_library(app_configs: Any = None, **kwargs: Any) -> list[Error]:
             )
         ]
     return []
+
+
+@register(TAG)
+def check_mcp_oauth(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Signing MCP clients in with OAuth needs django-oauth-toolkit installed and migrated, the scope
+    ``agent`` among its scopes, and the metadata at the site's root, where clients look for it."""
+    if not isinstance(agent_settings.MCP, dict) or agent_settings.MCP.get("OAUTH") is not True:
+        return []
+    try:
+        from oauth2_provider.settings import oauth2_settings
+    except ImportError:
+        message = "AGENT['MCP']['OAUTH'] is on, but django-oauth-toolkit is not installed."
+        return [Error(message, hint='pip install "django-agent[oauth]"', id="agent.E023")]
+    if not apps.is_installed("oauth2_provider"):
+        message = "AGENT['MCP']['OAUTH'] is on, but 'oauth2_provider' is not in INSTALLED_APPS."
+        return [Error(message, hint="Add it to INSTALLED_APPS and migrate (docs/mcp.md).", id="agent.E024")]
+    found: list[CheckMessage] = []
+    if OAUTH_SCOPE not in oauth2_settings.SCOPES:
+        found.append(
+            Error(
+                f"AGENT['MCP']['OAUTH'] is on, but OAUTH2_PROVIDER['SCOPES'] has no {OAUTH_SCOPE!r} scope.",
+                hint=f'OAUTH2_PROVIDER = {{"SCOPES": {{"{OAUTH_SCOPE}": "Use your assistant\'s tools", ...}}}}',
+                id="agent.E025",
+            )
+        )
+    try:
+        at_root = reverse("mcp_oauth_server") == "/.well-known/oauth-authorization-server"
+    except (NoReverseMatch, ImportError):  # not included; or the URLs cannot load (agent.E022 says why)
+        at_root = False
+    if not at_root:
+        message = "MCP clients cannot find the authorization server at /.well-known/oauth-authorization-server."
+        hint = 'Include agent.mcp.urls.well_known at the site\'s root: path("", include(well_known)).'
+        found.append(CheckWarning(message, hint=hint, id="agent.W009"))
+    return found
 
 
 @register(TAG)

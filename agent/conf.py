@@ -148,10 +148,17 @@ class _TelegramRule(_SectionRule):
         return found
 
 
-# no keys yet: {} turns the MCP server on
-MCP_SETTINGS = _SectionRule(
-    "agent.E021", "None or the MCP server's settings", lambda value: True, hint="See docs/mcp.md."
-)
+class _McpRule(_SectionRule):
+    keys = frozenset({"OAUTH"})
+
+    def more(self, name: str, value: dict[str, Any]) -> list[str]:
+        if not isinstance(value.get("OAUTH", False), bool):
+            return [f"AGENT[{name!r}]['OAUTH'] must be True or False."]
+        return []
+
+
+# {} turns the MCP server on with personal tokens; {"OAUTH": True} signs clients in with OAuth too
+MCP_SETTINGS = _McpRule("agent.E021", "None or the MCP server's settings", lambda value: True, hint="See docs/mcp.md.")
 
 
 TELEGRAM_SETTINGS = _TelegramRule(
@@ -282,6 +289,7 @@ class AgentConf:
     MCP_TOKEN_TTL_DAYS = _Setting[int](90, POSITIVE)  # a personal access token's life unless its maker says
     MCP_CALLS_PER_MINUTE = _Setting[int](60, POSITIVE)  # tools/list and tools/call per token per minute
     MCP_MAX_REQUEST_BYTES = _Setting[int](1024 * 1024, POSITIVE)  # one JSON-RPC request's body; larger is 413
+    MCP_REGISTRATIONS_PER_MINUTE = _Setting[int](10, POSITIVE)  # OAuth clients one IP address may register
 
     @classmethod
     def names(cls) -> list[str]:

@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "oauth2_provider",  # MCP clients sign in with OAuth (AGENT["MCP"]["OAUTH"])
     "agent",
     "tests.notes",
     "tests.babycare",
@@ -114,7 +115,8 @@ AGENT = {
     "MODEL_MAX_RETRIES": 0,
     "LOGOUT_URL": "logout",
     "TASK_QUEUE": test_queue,
-    "MCP": {},
+    "MCP": {"OAUTH": True},
 }
+OAUTH2_PROVIDER = {"SCOPES": {"agent": "Use your assistant's tools", "read": "Read your data"}}
 # A test that starts the site in a process of its own (daphne for the browser) gives it settings there
 AGENT.update(json.loads(os.environ.get("AGENT_TEST_SETTINGS") or "{}"))

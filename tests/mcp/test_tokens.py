@@ -151,7 +151,14 @@ def test_the_tokens_are_for_managers_only(make_user: Any) -> None:
 
 @pytest.mark.parametrize(
     "value, problem",
-    [({}, None), (None, None), ({"OAUTH": True}, "unknown keys: OAUTH"), ("on", "must be None or a dict")],
+    [
+        ({}, None),
+        (None, None),
+        ({"OAUTH": True}, None),
+        ({"OAUTH": "yes"}, "must be True or False"),
+        ({"TOKENS": 1}, "unknown keys: TOKENS"),
+        ("on", "must be None or a dict"),
+    ],
 )
 def test_the_mcp_setting_is_checked_at_start(settings: Any, value: Any, problem: str | None) -> None:
     settings.AGENT = {**settings.AGENT, "MCP": value}
