@@ -2,8 +2,9 @@
 
 daphne serves ``tests.asgi`` in a subprocess on the test database, a
 Celery worker runs turns in this process (threads pool, this run's queue),
-and the scripted model server answers. Everything is module-scoped except the
-browser context, so a test costs about a turn, not a start-up.
+and the scripted model server answers. Chromium and one daphne per site
+settings serve the whole session, the worker one module, and the browser
+context one test, so a test costs about a turn, not a start-up.
 """
 
 from __future__ import annotations
@@ -21,19 +22,32 @@ from tests.support.browser import ARTIFACTS, AsgiServer, chromium_browser
 from tests.support.waiting import wait_until
 
 
-@pytest.fixture(scope="module")
-def asgi_server(request: Any, django_db_setup: Any) -> Iterator[AsgiServer]:
-    """daphne on the test database, after its setup; a module's ``SITE_AGENT_SETTINGS`` are its site's."""
-    server = AsgiServer(connection.settings_dict["NAME"])
-    own = getattr(request.module, "SITE_AGENT_SETTINGS", None)
-    if own:
-        server.env["AGENT_TEST_SETTINGS"] = json.dumps(own)
-    server.start()
-    yield server
-    server.stop()
+@pytest.fixture(scope="session")
+def _asgi_servers(django_db_setup: Any) -> Iterator[dict[str, AsgiServer]]:
+    """The session's daphnes, one per site settings, each started when a module first asks for it."""
+    servers: dict[str, AsgiServer] = {}
+    yield servers
+    for server in servers.values():
+        server.stop()
 
 
 @pytest.fixture(scope="module")
+def asgi_server(request: Any, _asgi_servers: dict[str, AsgiServer]) -> AsgiServer:
+    """daphne on the test database, after its setup; a module's ``SITE_AGENT_SETTINGS`` are its site's.
+
+    A module that stopped its server (a restart it tests) gets it running again."""
+    own = json.dumps(getattr(request.module, "SITE_AGENT_SETTINGS", None) or {}, sort_keys=True)
+    server = _asgi_servers.get(own)
+    if server is None:
+        server = _asgi_servers[own] = AsgiServer(connection.settings_dict["NAME"])
+        if own != "{}":
+            server.env["AGENT_TEST_SETTINGS"] = own
+    if not server.running():
+        server.start()
+    return server
+
+
+@pytest.fixture(scope="session")
 def chromium() -> Iterator[Any]:
     from playwright.sync_api import expect
 

@@ -63,6 +63,9 @@ class AsgiServer:
                 time.sleep(0.1)
         raise RuntimeError("daphne did not start listening in 30 s")
 
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
     def stop(self) -> None:
         """Kill it, as a crash would: a graceful stop waits 10 s for open websockets."""
         if self.process is not None and self.process.poll() is None:
