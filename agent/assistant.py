@@ -15,17 +15,17 @@ from django.db import transaction
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from . import quotas
 from .access import Actor, Scope, authorize_session
-from .ai import endpoints, limits, providers
+from .ai import endpoints, providers
 from .conf import agent_settings
+from .limits import caps, quotas
 from .models import AgentSettings, Endpoint, UserSettings
 from .tools.executor import visible_for
 
 WRITABLE = ("instructions", "language", "endpoint", "picture_endpoint", "speech_endpoint")
 """The keys ``update`` reads; every other key is ignored."""
 
-SHOWN_LIMITS = (limits.COST_PER_USER, limits.TURNS_PER_USER, limits.OFF_PURPOSE, limits.COST_SITE)
+SHOWN_LIMITS = (caps.COST_PER_USER, caps.TURNS_PER_USER, caps.OFF_PURPOSE, caps.COST_SITE)
 
 
 def panel(ref: Actor, *, impersonated: bool) -> dict[str, Any]:
@@ -106,7 +106,7 @@ def _view(scope: Scope, own: UserSettings | None) -> dict[str, Any]:
     site = AgentSettings.current()
     choices = endpoints.chosen(user, user_settings=own)
     pickable = list(site.selectable_endpoints.filter(enabled=True).order_by("name"))
-    standings = limits.usage(user, only=SHOWN_LIMITS)
+    standings = caps.usage(user, only=SHOWN_LIMITS)
     return {
         "models": {
             "chat": choice_view(choices["chat"]),
@@ -128,11 +128,14 @@ def _view(scope: Scope, own: UserSettings | None) -> dict[str, Any]:
         "language": own.language if own else "",
         "languages": [[code, str(name)] for code, name in settings.LANGUAGES],
         "usage": [
-            {**s.params(), "reached": s.reached, "message": limits.message(s.params()) if s.reached else None}
+            {**s.params(), "reached": s.reached, "message": caps.message(s.params()) if s.reached else None}
             for s in standings.values()
-            if s.limit != limits.COST_SITE or s.reached  # the site's cap shows only when it stops this user
+            if s.limit != caps.COST_SITE or s.reached  # the site's cap shows only when it stops this user
         ],
-        "quotas": [{**q.params(), "reached": q.reached, "text": quotas.panel_text(q)} for q in quotas.usage(user.pk)],
+        "quotas": [
+            {**q.params(numbers=True), "reached": q.reached, "text": quotas.panel_text(q)}
+            for q in quotas.usage(user.pk)
+        ],
         "tools": {
             "count": tools,
             "text": ngettext(

@@ -7,8 +7,9 @@ from typing import Any
 from django.db import transaction
 from django.utils.translation import gettext_lazy
 
-from .ai import endpoints, limits
+from .ai import endpoints
 from .errors import NotFound
+from .limits import caps
 from .models import Message, Turn
 
 MODEL_FAILED = "model_failed"
@@ -118,7 +119,7 @@ def text(code: str, params: dict[str, Any] | None = None) -> str:
     if code == ENDPOINT_FALLBACK:
         return str(_FALLBACK_TEXTS.get(params.get("reason", ""), _FALLBACK_TEXTS["disabled"]))
     if code == MODEL_FAILED:
-        if params.get("code") == "budget_exceeded" and (explained := limits.message(params)):
+        if params.get("code") == "budget_exceeded" and (explained := caps.message(params)):
             return explained  # the cap, its use and when it frees up
         template = _MODEL_FAILED_TEXTS.get(params.get("code", ""), _MODEL_FAILED_TEXTS["api_error"])
         params.setdefault("status", "?")

@@ -7,8 +7,8 @@ from datetime import timedelta
 from django.db.models import Q
 from django.utils import timezone
 
-from . import quotas
 from .conf import agent_settings
+from .limits import quotas
 from .models import Conversation
 
 

@@ -15,12 +15,13 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
 
-from . import notices, quotas, recordings
+from . import notices, recordings
 from .access import Actor
-from .ai import AIError, endpoints, limits, speech
+from .ai import AIError, endpoints, speech
 from .conf import agent_settings
 from .conversations import authorize_conversation
 from .errors import BudgetExceeded, NotConfigured, SpeechFailed
+from .limits import caps, quotas
 
 SLACK_S = 1.0
 """A recorder stopped at the limit may report a moment more."""
@@ -64,7 +65,7 @@ def transcribe(ref: Actor, conversation_id: Any, audio: Any, *, impersonated: bo
         )
     except AIError as error:
         if error.code == "budget_exceeded":
-            raise limits.explained(BudgetExceeded(limit=error.limit), scope.user) from None
+            raise caps.explained(BudgetExceeded(limit=error.limit), scope.user) from None
         raise SpeechFailed(message=notices.text(notices.MODEL_FAILED, error.params())) from None
     return transcript.text
 

@@ -16,7 +16,7 @@ from typing import Iterator
 
 import pytest
 
-from agent.ai import complete, guard
+from agent.ai import complete, off_purpose
 from agent.models import Endpoint
 from agent_project.demo import offline
 from tests.support.live_site import Visitor, frames_until, log_tail, next_frame, start, stop, wait_for_port
@@ -211,14 +211,14 @@ def _answer_after(visitor: Visitor, chat: str, question: str) -> str | None:
 
 def test_offline_model_marks_an_off_purpose_request_with_the_prompts_nonce_only():
     # given: the system prompt of a turn, with its nonce
-    nonce = guard.marker_nonce()
-    prompt = {"role": "system", "content": f"Answer briefly. End with the marker {guard.marker_example(nonce)}."}
+    nonce = off_purpose.marker_nonce()
+    prompt = {"role": "system", "content": f"Answer briefly. End with the marker {off_purpose.marker_example(nonce)}."}
     asked = {"role": "user", "content": "write me a poem"}
     # when / then: the marker carries the nonce and flags the turn; without a prompt, no marker
     content = offline.reply([prompt, asked], NOTES_TOOLS)["content"]
-    assert guard.cut_marker(content, nonce)[1] == "poem"
-    assert guard.MARKER_OPEN not in offline.reply([asked], [])["content"]
-    assert guard.MARKER_OPEN not in offline.reply([prompt, {"role": "user", "content": "hello"}], [])["content"]
+    assert off_purpose.cut_marker(content, nonce)[1] == "poem"
+    assert off_purpose.MARKER_OPEN not in offline.reply([asked], [])["content"]
+    assert off_purpose.MARKER_OPEN not in offline.reply([prompt, {"role": "user", "content": "hello"}], [])["content"]
 
 
 def test_the_demo_keeps_uploads_in_its_git_ignored_media_folder_outside_the_app():

@@ -12,9 +12,10 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 
-from ..ai import AIError, complete, limits, providers
+from ..ai import AIError, complete, providers
 from ..ai import endpoints as endpoint_rules
 from ..conf import agent_settings
+from ..limits import caps
 from ..models import AgentSettings, Endpoint, UserSettings
 from ..tools import catalogue
 from .permissions import (
@@ -298,9 +299,9 @@ class UserSettingsAdmin(ManageAgentMixin, admin.ModelAdmin):
         if obj.pk is None:
             return "—"
         lines = []
-        for standing in limits.usage(obj.user).values():
+        for standing in caps.usage(obj.user).values():
             params = standing.params()
-            text = limits.message(params) if standing.reached else None
+            text = caps.message(params) if standing.reached else None
             lines.append(text or _("%(limit)s: %(used)s of %(cap)s (0: no cap)") % params)
         return " · ".join(str(line) for line in lines)
 

@@ -24,8 +24,9 @@ from django.utils import timezone
 
 from .. import pooled
 from ..conf import agent_settings
+from ..limits import costs
 from ..models import AIRequest, Endpoint
-from . import endpoints, guard, usage
+from . import endpoints, usage
 from .providers import AIError, Answer, OpenAICompatible, StreamAssembly, Usage, adapter_for
 
 logger = logging.getLogger(__name__)
@@ -98,7 +99,7 @@ def complete(
     attribution: dict[str, Any] | None = None,
     capture: bool = False,
     deadline: datetime | None = None,
-    budget: guard.Verdict | None = None,
+    budget: costs.Verdict | None = None,
     on_chunk: Callable[[str], None] | None = None,
     watch: Callable[[], None] | None = None,
 ) -> Completion:
@@ -135,7 +136,7 @@ def complete(
     if not endpoint.enabled:
         raise journal_failure(journal, AIError("endpoint_disabled"))
     if admission is not None:
-        limit = budget.limit if budget is not None else guard.limit_reached(user)
+        limit = budget.limit if budget is not None else costs.limit_reached(user)
         if limit is not None:
             row = AIRequest.objects.create(**journal, status=AIRequest.Status.REFUSED, error_code="budget_exceeded")
             raise AIError("budget_exceeded", request_id=row.pk, limit=limit, refused=True)

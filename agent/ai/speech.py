@@ -12,8 +12,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..limits import costs
 from ..models import AIRequest, Endpoint
-from . import guard, usage
+from . import usage
 from .client import client_for, journal_failure
 from .providers import AIError, adapter_for
 
@@ -54,7 +55,7 @@ def transcribe(
         raise journal_failure(journal, AIError("endpoint_not_configured"))
     if not endpoint.enabled:
         raise journal_failure(journal, AIError("endpoint_disabled"))
-    limit = guard.limit_reached(user)
+    limit = costs.limit_reached(user)
     if limit is not None:
         row = AIRequest.objects.create(**journal, status=AIRequest.Status.REFUSED, error_code="budget_exceeded")
         raise AIError("budget_exceeded", request_id=row.pk, limit=limit, refused=True)

@@ -24,10 +24,11 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from .. import events, quotas
+from .. import events
 from ..access import Actor, Scope, authorize_session
 from ..conf import agent_settings
 from ..errors import InvalidCursor, NotFound
+from ..limits import quotas
 from ..models import Conversation, Message
 from .client import client_views, conversation_view
 from .store import append_message, column_of, db_value

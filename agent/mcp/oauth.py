@@ -25,8 +25,9 @@ from django.views.decorators.http import require_GET, require_POST
 from oauth2_provider.models import get_application_model
 from oauth2_provider.views import AuthorizationView
 
-from .. import errors, quotas
+from .. import errors
 from ..access import OAUTH_SCOPE, SessionRef, is_impersonated
+from ..limits import quotas
 from . import tokens
 
 NAME_CHARS = 100

@@ -7,14 +7,14 @@ from typing import Any
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from ..ai.guard import marker_example
+from ..ai.off_purpose import marker_example
 from ..conf import agent_settings
 
 
 def system_prompt(user: Any, site_instructions: str, user_instructions: str, nonce: str) -> str:
     """Build the prompt; call it inside ``translation.override(turn.language)``.
 
-    ``nonce`` is the turn's own (``guard.marker_nonce``): the off-purpose marker counts only with it.
+    ``nonce`` is the turn's own (``off_purpose.marker_nonce``): the off-purpose marker counts only with it.
     """
     name = (user.get_full_name() if hasattr(user, "get_full_name") else "") or user.get_username()
     parts = [

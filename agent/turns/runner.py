@@ -29,12 +29,14 @@ from django.utils.translation import gettext as _
 
 from .. import confirmations, events, notices
 from ..access import Accepted, Check, Scope, actor_of, prepare_check
-from ..ai import AIError, Completion, ToolCall, complete, guard, limits, providers, usage
+from ..ai import AIError, Completion, ToolCall, complete, providers, usage
+from ..ai.off_purpose import cut_marker, marker_nonce
 from ..attachments import pictures
 from ..conf import agent_settings
 from ..conversations import LeaseLost, append_message
 from ..conversations.store import GateClosed, RidingCheck, append_checked
 from ..errors import Forbidden, NotFound, Refusal
+from ..limits import admission, caps, costs
 from ..models import AgentSettings, AIRequest, Confirmation, Conversation, Lock, Message, Turn
 from ..statements import Columns, slot
 from ..tools import Refused, catalogue, checked_once, execute_as, parse_arguments, registry, visible_for
@@ -170,8 +172,8 @@ class TurnRunner:
         self.this_turn: list[dict[str, Any]] = []
         self.results: list[tuple[int, dict[str, Any]]] = []  # (round, tool message for the model)
         self.flagged = False
-        self.marker_nonce = guard.marker_nonce()  # in this turn's prompt: only a marker with it flags the turn
-        self.budget = guard.Verdict()
+        self.marker_nonce = marker_nonce()  # in this turn's prompt: only a marker with it flags the turn
+        self.budget = costs.Verdict()
         self.site_prompt = ""
         self.files: list[Any] = []  # the files linked to the user's message
         self.pictures: list[Any] = []  # this turn's pictures, sent as image parts in its own rounds only
@@ -257,12 +259,12 @@ class TurnRunner:
             journal_row = None if error.refused else error.request_id  # a refused call reached no sink
             params = error.params()
             if error.limit:  # which cap, how much of it is used, and when it frees up
-                params.update(limits.standing(scope.user, error.limit).params())
+                params.update(caps.standing(scope.user, error.limit).params())
             self._notice(notices.MODEL_FAILED, params, ai_request_id=journal_row)
             raise TurnEnded(End(Status.FAILED, "model_failed")) from None
         # Rights lost or a stop asked during the model call: nothing more from it. The check rides
         # with the store of what the model said, which it guards.
-        content, off_purpose = guard.cut_marker(completion.content, self.marker_nonce)
+        content, off_purpose = cut_marker(completion.content, self.marker_nonce)
         calls = [c for c in completion.tool_calls if c.name]
         try:
             if not content.strip() and not calls:
@@ -395,7 +397,7 @@ class TurnRunner:
     def _check(self, *, budget: bool) -> Check:
         values = {"turn": self.turn.pk, "chat": self.turn.conversation_id}
         if budget:
-            values.update(guard.budget_values())
+            values.update(costs.budget_values())
         try:
             return prepare_check(
                 self.ref, impersonated=False, annotations=ROUND_CHECK if budget else STEP_CHECK, values=values
@@ -415,7 +417,7 @@ class TurnRunner:
         if row["agent_chat_owner"] != scope.user_id:
             raise TurnEnded(End(Status.FAILED, "chat_gone"))
         if budget:
-            self.budget = guard.verdict(row)
+            self.budget = costs.verdict(row)
             self.site_prompt = row["agent_site_prompt"] or ""
         return scope
 
@@ -619,7 +621,7 @@ class TurnRunner:
                 else:  # an answer, a result or a notice: never the user's message, nor a title
                     message = self._store_checked(riding, lease, fields)
                 if flag_reason is not None:
-                    self.flagged = guard.report_off_purpose(self.turn.user, self.turn.pk, flag_reason)
+                    self.flagged = admission.report_off_purpose(self.turn.user, self.turn.pk, flag_reason)
                 return message
         except LeaseLost:
             raise TurnEnded(End(Status.FAILED, "lock_lost")) from None
@@ -663,7 +665,7 @@ def _turn_columns(*, budget: bool) -> dict[str, Any]:
         "agent_chat_owner": Subquery(chat.exclude(status=Conversation.Status.DELETED).values("user_id")[:1]),
     }
     if budget:
-        columns.update(guard.budget_columns())
+        columns.update(costs.budget_columns())
         columns["agent_site_prompt"] = Subquery(AgentSettings.objects.order_by().values("system_prompt")[:1])
     return columns
 

@@ -13,10 +13,12 @@ from django.utils.translation import get_language
 
 from .. import attachments, events
 from ..access import Actor, actor_fields, language_for
-from ..ai import effective, guard, limits
+from ..ai import effective
 from ..conf import agent_settings
 from ..conversations import authorize_conversation, validate_user_text
 from ..errors import Blocked, BudgetExceeded, Busy, NotConfigured, TooManyTurns
+from ..limits import caps
+from ..limits.admission import admit
 from ..models import Attachment, Conversation, Turn
 from . import locks, monitor
 
@@ -58,16 +60,16 @@ def start(
         raise NotConfigured()
     monitor.sweep(conversation.pk)
     try:
-        admission = guard.admit(scope.user, "agent.chat")
+        admission = admit(scope.user, "agent.chat")
     except (BudgetExceeded, Blocked) as refusal:
-        raise limits.explained(refusal, scope.user) from None  # which limit, how much, when it frees up
+        raise caps.explained(refusal, scope.user) from None  # which limit, how much, when it frees up
     turn_id = uuid.uuid4()
     with transaction.atomic():
         if not locks.take(locks.chat_lock(conversation.pk), turn_id):
             raise Busy()
         slot = locks.take_user_slot(scope.user_id, turn_id)
         if slot is None:
-            raise limits.explained(TooManyTurns(), scope.user)
+            raise caps.explained(TooManyTurns(), scope.user)
         turn = Turn.objects.create(
             id=turn_id,
             conversation=conversation,

@@ -14,7 +14,7 @@ import time
 from typing import Any, Callable, Protocol
 
 from .. import events, pooled
-from ..ai import guard
+from ..ai import off_purpose
 from ..conf import agent_settings
 
 CHECK_EVERY_S = 0.5
@@ -82,7 +82,7 @@ class Draft:
             self.check()
             pooled.give_back()  # the rest of the stream holds no database connection
             self.next_check = time.monotonic() + CHECK_EVERY_S
-        shown = guard.draft_text(text)
+        shown = off_purpose.draft_text(text)
         with self.lock:
             self.text = shown
             if self.armed or self.closed or shown == self.sent_text:

@@ -24,7 +24,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from agent.ai.guard import MARKER_CLOSE, MARKER_OPEN, marker_example
+from agent.ai.off_purpose import MARKER_CLOSE, MARKER_OPEN, marker_example
 
 from . import hearing
 

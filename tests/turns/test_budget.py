@@ -1,7 +1,7 @@
 """The cost caps before each model call of a turn, read in the turn's one check.
 
 The turn reads the caps and what was spent with its re-check of the session,
-so each cap must come out as the guard picks it: the user's own, else the
+so each cap must come out as admission picks it: the user's own, else the
 site's, else the setting; 0 means no cap.
 """
 

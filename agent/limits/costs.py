@@ -1,59 +1,25 @@
-"""Admission and budget: rolling 24-hour caps, and the off-purpose block."""
+"""The rolling 24-hour cost caps (a user's, the site's), checked at a turn's admission and again
+before every model call, also as columns of the statement a turn's check runs; and the caps as
+set, a user's own first, which the turn caps read too."""
 
 from __future__ import annotations
 
-import secrets
-import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db import IntegrityError, transaction
 from django.db.models import Case, DecimalField, F, Func, OuterRef, Subquery, Sum, When
 from django.db.models.functions import Coalesce
 from django.db.models.lookups import GreaterThan
 from django.utils import timezone
-from django.utils.crypto import constant_time_compare
 
 from ..conf import agent_settings
-from ..errors import Blocked, BudgetExceeded
-from ..models import AgentSettings, AIRequest, OffPurposeFlag, Turn, UserSettings
+from ..errors import BudgetExceeded
+from ..models import AgentSettings, AIRequest, UserSettings
 from ..statements import slot
 
 WINDOW = timedelta(hours=24)
-MARKER_OPEN, MARKER_CLOSE = "⟦off_purpose:", "⟧"
-"""The model flags an off-purpose request with ``⟦off_purpose: <nonce> <reason>⟧`` at the very end of
-its answer, ``<nonce>`` being the one its turn's system prompt gave (the prompt teaches it);
-``cut_marker`` reads it."""
-
-NONCE_BYTES = 8
-
-
-def marker_nonce() -> str:
-    """A fresh nonce for one turn's system prompt. Only a marker that carries it flags the turn:
-    a file or a tool result never sees the prompt, so a marker it makes the model copy flags nothing."""
-    return secrets.token_hex(NONCE_BYTES)
-
-
-def marker_example(nonce: str) -> str:
-    """The marker as the prompt shows it to the model."""
-    return f"{MARKER_OPEN} {nonce} <reason>{MARKER_CLOSE}"
-
-
-def admit(user: Any, task: str) -> str:
-    """An admission id for a new turn, or ``BudgetExceeded`` / ``Blocked``."""
-    since = timezone.now() - WINDOW
-    if OffPurposeFlag.objects.filter(user=user, created_at__gte=since).count() >= agent_settings.OFF_PURPOSE_LIMIT:
-        raise Blocked()
-    caps = _caps(user)
-    if (
-        caps["turns_per_user"]
-        and Turn.objects.filter(user=user, created_at__gte=since).count() >= caps["turns_per_user"]
-    ):
-        raise BudgetExceeded(limit="turns_per_user")
-    check(user, caps)
-    return uuid.uuid4().hex
 
 
 def check(user: Any, caps: dict[str, Any] | None = None) -> None:
@@ -65,7 +31,7 @@ def check(user: Any, caps: dict[str, Any] | None = None) -> None:
 
 def limit_reached(user: Any, caps: dict[str, Any] | None = None) -> str | None:
     """The cost cap the user's or the site's spending in the window has reached, if any."""
-    caps = caps or _caps(user)
+    caps = caps or caps_for(user)
     since = timezone.now() - WINDOW
     if caps["cost_per_user"] and _spent(user=user, created_at__gte=since) >= caps["cost_per_user"]:
         return "cost_per_user"
@@ -90,7 +56,7 @@ _MONEY: DecimalField[Decimal, Decimal] = DecimalField(max_digits=20, decimal_pla
 
 def budget_columns() -> dict[str, Any]:
     """``limit_reached`` as columns of a statement on the user row (``statements.Columns``): each cap
-    as ``_caps`` picks it, and what was spent in the window only where that cap is set. Filled by
+    as ``caps_for`` picks it, and what was spent in the window only where that cap is set. Filled by
     ``budget_values()``; read back by ``verdict``."""
     site = AgentSettings.objects.order_by()
     own = UserSettings.objects.filter(user=OuterRef("pk"))
@@ -139,51 +105,8 @@ def verdict(row: dict[str, Any]) -> Verdict:
     return Verdict()
 
 
-def cut_marker(content: str, nonce: str) -> tuple[str, str | None]:
-    """The answer without a marker at its very end, and the marker's reason when it carries this
-    turn's ``nonce`` (None: no flag). The reason is returned without the nonce.
-
-    A marker at the end without the nonce is cut all the same (the user never sees it) but flags
-    nothing; a marker anywhere else is left in the text and flags nothing.
-    """
-    stripped = content.rstrip()
-    start = stripped.rfind(MARKER_OPEN)
-    if start < 0 or not stripped.endswith(MARKER_CLOSE) or MARKER_CLOSE in stripped[start:-1]:
-        return content, None
-    text = stripped[:start].rstrip()
-    given, _space, reason = stripped[start + len(MARKER_OPEN) : -1].strip().partition(" ")
-    if not nonce or not constant_time_compare(given, nonce):
-        return text, None
-    return text, reason.strip()
-
-
-def draft_text(text: str) -> str:
-    """The answer so far as a tab may see it: a marker the model has begun at its end is held back."""
-    start = text.rfind(MARKER_OPEN)
-    if start >= 0:
-        return text[:start].rstrip()
-    start = text.rfind(MARKER_OPEN[0])
-    if start >= 0 and MARKER_OPEN.startswith(text[start:]):
-        return text[:start].rstrip()
-    return text
-
-
-def report_off_purpose(user: Any, turn_ref: Any, reason: str) -> bool:
-    """Flag a turn as off purpose; one flag per turn. True when this call flagged it."""
-    try:
-        with transaction.atomic():
-            OffPurposeFlag.objects.create(user=user, turn_ref=turn_ref, reason=(reason or "").strip()[:300])
-    except IntegrityError:
-        return False
-    return True
-
-
-def _spent(**filters: Any) -> Decimal:
-    total = AIRequest.objects.filter(**filters).aggregate(total=Sum("cost_usd"))["total"]
-    return total or Decimal(0)
-
-
-def _caps(user: Any) -> dict[str, Any]:
+def caps_for(user: Any) -> dict[str, Any]:
+    """The user's caps for the window: their own settings first, then the site's, then ``AGENT``'s."""
     site = AgentSettings.current()
     own = UserSettings.objects.filter(user=user).first()
 
@@ -202,3 +125,8 @@ def _caps(user: Any) -> dict[str, Any]:
         ),
         "cost_site": Decimal(str(pick(None, site.daily_cost_site, agent_settings.DAILY_COST_SITE))),
     }
+
+
+def _spent(**filters: Any) -> Decimal:
+    total = AIRequest.objects.filter(**filters).aggregate(total=Sum("cost_usd"))["total"]
+    return total or Decimal(0)

@@ -13,8 +13,7 @@ both take the last slot. A cap of 0 is no cap.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -24,36 +23,14 @@ from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_lazy, ngettext
 
-from .conf import agent_settings
-from .errors import Refusal, StorageFull, TooManyChats, TooManyTranscriptions, TooManyUploads
-from .models import Attachment, Conversation, QuotaUse
+from ..conf import agent_settings
+from ..errors import Refusal, StorageFull, TooManyChats, TooManyTranscriptions, TooManyUploads
+from ..models import Attachment, Conversation, QuotaUse
+from .standing import Standing
 
 STORED_BYTES, NEW_CHATS, UPLOADS = "stored_bytes", "new_chats_per_minute", "uploads_per_minute"
 TRANSCRIPTIONS = "transcriptions_per_minute"
 WINDOW = timedelta(minutes=1)
-
-
-@dataclass(frozen=True)
-class Quota:
-    """One quota: its cap (0: none), what is used now, and for a rate when a slot frees up."""
-
-    limit: str
-    cap: int
-    used: int
-    frees_at: datetime | None = None
-
-    @property
-    def reached(self) -> bool:
-        return bool(self.cap) and self.used >= self.cap
-
-    def params(self) -> dict[str, Any]:
-        """Plain JSON, for a refusal and the panel; the time in ISO 8601."""
-        return {
-            "limit": self.limit,
-            "cap": self.cap,
-            "used": self.used,
-            "frees_at": self.frees_at.isoformat() if self.frees_at else None,
-        }
 
 
 def hold(user_id: Any) -> None:
@@ -124,7 +101,7 @@ def take_registration(address: str) -> bool:
     return True
 
 
-def usage(user_id: Any) -> list[Quota]:
+def usage(user_id: Any) -> list[Standing[int]]:
     """Where the user stands against each quota now, for the "My assistant" panel."""
     return [
         _stored(user_id),
@@ -139,7 +116,7 @@ def forget_old_uses() -> int:
     return QuotaUse.objects.filter(created_at__lt=timezone.now() - WINDOW).delete()[0]
 
 
-def panel_text(quota: Quota) -> str:
+def panel_text(quota: Standing[int]) -> str:
     """The quota as the panel shows it: used and cap, or when reached, what the refusal says."""
     if quota.reached:
         return message(quota)
@@ -167,7 +144,7 @@ _PANEL = {
 }
 
 
-def message(quota: Quota, **extra: Any) -> str:
+def message(quota: Standing[int], **extra: Any) -> str:
     """The quota in words, in the active language."""
     values: dict[str, Any]
     if quota.limit == STORED_BYTES:
@@ -208,21 +185,21 @@ def message(quota: Quota, **extra: Any) -> str:
     return f"{made % values} {wait % {'seconds': seconds}}"
 
 
-def _refusal(kind: type[Refusal], quota: Quota, **extra: Any) -> Refusal:
-    return kind(**quota.params(), **extra, message=message(quota, **extra))
+def _refusal(kind: type[Refusal], quota: Standing[int], **extra: Any) -> Refusal:
+    return kind(**quota.params(numbers=True), **extra, message=message(quota, **extra))
 
 
-def _rate(limit: str, cap: int, rows: QuerySet[Any]) -> Quota:
+def _rate(limit: str, cap: int, rows: QuerySet[Any]) -> Standing[int]:
     """Rows made in the last minute against ``cap``; when reached, the moment the oldest one that
     keeps the count at the cap leaves the window."""
     since = timezone.now() - WINDOW
     recent = rows.filter(created_at__gte=since).order_by()
     if not cap:
-        return Quota(limit, 0, recent.count())
+        return Standing(limit, 0, recent.count())
     times = list(recent.order_by("-created_at").values_list("created_at", flat=True)[:cap])
     if len(times) < cap:
-        return Quota(limit, cap, len(times))
-    return Quota(limit, cap, recent.count(), times[-1] + WINDOW)
+        return Standing(limit, cap, len(times))
+    return Standing(limit, cap, recent.count(), times[-1] + WINDOW)
 
 
 def _uses(kind: str, key: Any) -> QuerySet[QuotaUse]:
@@ -236,6 +213,6 @@ def _count(kind: str, key: Any) -> None:
     QuotaUse.objects.create(kind=kind, key=str(key), created_at=now)
 
 
-def _stored(user_id: Any) -> Quota:
+def _stored(user_id: Any) -> Standing[int]:
     total = Attachment.objects.filter(user_id=user_id).order_by().aggregate(total=Sum("size"))["total"] or 0
-    return Quota(STORED_BYTES, int(agent_settings.MAX_STORED_BYTES_PER_USER), int(total))
+    return Standing(STORED_BYTES, int(agent_settings.MAX_STORED_BYTES_PER_USER), int(total))

@@ -1,12 +1,12 @@
 """Limits that explain themselves: which cap, how much is used, and when the rolling
 window frees up, for the "My assistant" panel and for a refusal's params and message.
 
-The caps are the guard's; this module only reads where each one stands.
+The caps are checked in ``costs`` and ``admission``, the turns at once by the slots of
+``agent.turns.locks``; this module only reads where each one stands.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, Callable
@@ -18,43 +18,20 @@ from django.utils.translation import gettext, gettext_lazy
 from ..conf import agent_settings
 from ..errors import Refusal
 from ..models import AIRequest, OffPurposeFlag, Turn
-from . import guard
+from . import costs
+from .standing import Standing
 
 COST_PER_USER, COST_SITE, TURNS_PER_USER = "cost_per_user", "cost_site", "turns_per_user"
 OFF_PURPOSE, TURNS_AT_ONCE = "off_purpose", "turns_at_once"
 
 
-@dataclass(frozen=True)
-class Standing:
-    """One limit: its cap (0: none), what is used now, and when enough of the window passes to
-    bring the use under the cap again (None: not reached, or it frees when a turn ends)."""
-
-    limit: str
-    cap: Decimal | int
-    used: Decimal | int
-    frees_at: datetime | None = None
-
-    @property
-    def reached(self) -> bool:
-        return bool(self.cap) and self.used >= self.cap
-
-    def params(self) -> dict[str, Any]:
-        """Plain JSON, for a refusal and the API; amounts as strings, the time in ISO 8601."""
-        return {
-            "limit": self.limit,
-            "cap": str(self.cap),
-            "used": str(self.used),
-            "frees_at": self.frees_at.isoformat() if self.frees_at else None,
-        }
-
-
-def usage(user: Any, only: tuple[str, ...] | None = None) -> dict[str, Standing]:
+def usage(user: Any, only: tuple[str, ...] | None = None) -> dict[str, Standing[Any]]:
     """Where the user stands against every cap now (or those in ``only``): their cost and turns in
     the rolling 24 hours (personal overrides included), the site's cost, the off-purpose flags and
     the turns running."""
-    caps = guard._caps(user)  # the guard's own reading of the caps, overrides first
-    since = timezone.now() - guard.WINDOW
-    readers: dict[str, Callable[[], Standing]] = {
+    caps = costs.caps_for(user)  # the caps as admission reads them, overrides first
+    since = timezone.now() - costs.WINDOW
+    readers: dict[str, Callable[[], Standing[Any]]] = {
         COST_PER_USER: lambda: _standing(
             COST_PER_USER,
             caps["cost_per_user"],
@@ -86,7 +63,7 @@ def usage(user: Any, only: tuple[str, ...] | None = None) -> dict[str, Standing]
     return {limit: read() for limit, read in readers.items() if only is None or limit in only}
 
 
-def standing(user: Any, limit: str) -> Standing:
+def standing(user: Any, limit: str) -> Standing[Any]:
     """One limit of ``usage``."""
     return usage(user, only=(limit,))[limit]
 
@@ -144,7 +121,7 @@ def _amount(value: Any) -> str:
     return formats.number_format(number.quantize(Decimal("0.01")), 2)
 
 
-def _standing(limit: str, cap: Any, rows: QuerySet[Any], amount: Any, *, always: bool = True) -> Standing:
+def _standing(limit: str, cap: Any, rows: QuerySet[Any], amount: Any, *, always: bool = True) -> Standing[Any]:
     """How much of ``rows`` counts against ``cap``, and when the oldest rows leave the window far
     enough to bring it under (each row leaves 24 hours after it was made)."""
     if not cap and not always:
@@ -161,4 +138,4 @@ def _standing(limit: str, cap: Any, rows: QuerySet[Any], amount: Any, *, always:
         .values_list("created_at", flat=True)
         .first()
     )
-    return Standing(limit, cap, used, first + guard.WINDOW if first is not None else None)
+    return Standing(limit, cap, used, first + costs.WINDOW if first is not None else None)

@@ -1,4 +1,4 @@
-"""The guard: rolling 24-hour caps and the off-purpose block."""
+"""A new turn's admission: the rolling 24-hour caps, the turn caps and the off-purpose block."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from django.conf import settings
 from django.test import override_settings
 from django.utils import timezone
 
-from agent.ai import AIError, complete, guard
+from agent.ai import AIError, complete
 from agent.errors import Blocked, BudgetExceeded
+from agent.limits.admission import admit, report_off_purpose
 from agent.models import AgentSettings, AIRequest, OffPurposeFlag, Turn, UserSettings
 from tests.support.factories import ConversationFactory
 
@@ -44,7 +45,7 @@ def turn_of(user: Any, *, hours_ago: float = 0) -> Turn:
 
 def flag(user: Any, *, hours_ago: float = 0) -> None:
     turn_ref = uuid.uuid4()
-    assert guard.report_off_purpose(user, turn_ref, "weather talk")
+    assert report_off_purpose(user, turn_ref, "weather talk")
     if hours_ago:
         OffPurposeFlag.objects.filter(turn_ref=turn_ref).update(created_at=timezone.now() - timedelta(hours=hours_ago))
 
@@ -56,7 +57,7 @@ def site(**fields: Any) -> None:
 def test_admit_without_caps_gives_an_admission_id(user):
     spend(user, 1000)
 
-    assert guard.admit(user, "agent.chat")
+    assert admit(user, "agent.chat")
 
 
 def test_user_cost_cap_reached_is_budget_exceeded(user):
@@ -64,7 +65,7 @@ def test_user_cost_cap_reached_is_budget_exceeded(user):
     spend(user, 0.4)
 
     with agent(DAILY_COST_PER_USER=1), pytest.raises(BudgetExceeded) as raised:
-        guard.admit(user, "agent.chat")
+        admit(user, "agent.chat")
 
     assert raised.value.params == {"limit": "cost_per_user"}
 
@@ -73,14 +74,14 @@ def test_user_cost_below_the_cap_is_admitted(user):
     spend(user, 0.99)
 
     with agent(DAILY_COST_PER_USER=1):
-        assert guard.admit(user, "agent.chat")
+        assert admit(user, "agent.chat")
 
 
 def test_another_users_cost_does_not_count_against_the_user_cap(user, make_user):
     spend(make_user(), 5)
 
     with agent(DAILY_COST_PER_USER=1):
-        assert guard.admit(user, "agent.chat")
+        assert admit(user, "agent.chat")
 
 
 def test_site_cost_cap_counts_every_user(user, make_user):
@@ -88,7 +89,7 @@ def test_site_cost_cap_counts_every_user(user, make_user):
     spend(user, 0.3)
 
     with agent(DAILY_COST_SITE=1), pytest.raises(BudgetExceeded) as raised:
-        guard.admit(user, "agent.chat")
+        admit(user, "agent.chat")
 
     assert raised.value.params == {"limit": "cost_site"}
 
@@ -98,7 +99,7 @@ def test_turns_per_user_cap(user):
     turn_of(user)
 
     with agent(DAILY_TURNS_PER_USER=2), pytest.raises(BudgetExceeded) as raised:
-        guard.admit(user, "agent.chat")
+        admit(user, "agent.chat")
 
     assert raised.value.params == {"limit": "turns_per_user"}
 
@@ -108,7 +109,7 @@ def test_turns_older_than_a_day_do_not_count(user):
     turn_of(user, hours_ago=25)
 
     with agent(DAILY_TURNS_PER_USER=2):
-        assert guard.admit(user, "agent.chat")
+        assert admit(user, "agent.chat")
 
 
 def test_cost_older_than_a_day_does_not_count(user):
@@ -116,7 +117,7 @@ def test_cost_older_than_a_day_does_not_count(user):
     spend(user, 0.5, hours_ago=23.9)
 
     with agent(DAILY_COST_PER_USER=1, DAILY_COST_SITE=1):
-        assert guard.admit(user, "agent.chat")
+        assert admit(user, "agent.chat")
 
 
 def test_site_settings_override_the_setting(user):
@@ -124,7 +125,7 @@ def test_site_settings_override_the_setting(user):
     site(daily_cost_per_user=5)
 
     with agent(DAILY_COST_PER_USER=1):
-        assert guard.admit(user, "agent.chat")
+        assert admit(user, "agent.chat")
 
 
 def test_site_settings_zero_means_no_cap(user):
@@ -133,7 +134,7 @@ def test_site_settings_zero_means_no_cap(user):
     turn_of(user)
 
     with agent(DAILY_COST_PER_USER=1, DAILY_TURNS_PER_USER=1, DAILY_COST_SITE=1):
-        assert guard.admit(user, "agent.chat")
+        assert admit(user, "agent.chat")
 
 
 def test_user_settings_override_site_settings(user):
@@ -142,7 +143,7 @@ def test_user_settings_override_site_settings(user):
     UserSettings.objects.create(user=user, daily_cost_cap=1)
 
     with pytest.raises(BudgetExceeded) as raised:
-        guard.admit(user, "agent.chat")
+        admit(user, "agent.chat")
 
     assert raised.value.params == {"limit": "cost_per_user"}
 
@@ -153,7 +154,7 @@ def test_user_turns_override_site_settings(user):
     UserSettings.objects.create(user=user, daily_turns_cap=1)
 
     with pytest.raises(BudgetExceeded) as raised:
-        guard.admit(user, "agent.chat")
+        admit(user, "agent.chat")
 
     assert raised.value.params == {"limit": "turns_per_user"}
 
@@ -163,14 +164,14 @@ def test_user_settings_may_lift_the_cap_for_one_user(user):
     site(daily_cost_per_user=1)
     UserSettings.objects.create(user=user, daily_cost_cap=10)
 
-    assert guard.admit(user, "agent.chat")
+    assert admit(user, "agent.chat")
 
 
 def test_report_off_purpose_flags_a_turn_once(user):
     turn_ref = uuid.uuid4()
 
-    assert guard.report_off_purpose(user, turn_ref, "asked for a poem") is True
-    assert guard.report_off_purpose(user, turn_ref, "asked again") is False
+    assert report_off_purpose(user, turn_ref, "asked for a poem") is True
+    assert report_off_purpose(user, turn_ref, "asked again") is False
 
     assert list(OffPurposeFlag.objects.values_list("turn_ref", "reason")) == [(turn_ref, "asked for a poem")]
 
@@ -180,14 +181,14 @@ def test_limit_of_flags_in_a_day_blocks_new_turns(user):
         flag(user)
 
     with pytest.raises(Blocked):
-        guard.admit(user, "agent.chat")
+        admit(user, "agent.chat")
 
 
 def test_one_flag_under_the_limit_admits(user):
     for _ in range(2):
         flag(user)
 
-    assert guard.admit(user, "agent.chat")
+    assert admit(user, "agent.chat")
 
 
 def test_flags_older_than_a_day_do_not_block(user):
@@ -195,14 +196,14 @@ def test_flags_older_than_a_day_do_not_block(user):
     flag(user)
     flag(user, hours_ago=25)
 
-    assert guard.admit(user, "agent.chat")
+    assert admit(user, "agent.chat")
 
 
 def test_off_purpose_limit_is_a_setting(user):
     flag(user)
 
     with agent(OFF_PURPOSE_LIMIT=1), pytest.raises(Blocked):
-        guard.admit(user, "agent.chat")
+        admit(user, "agent.chat")
 
 
 def test_another_users_flags_do_not_block(user, make_user):
@@ -210,12 +211,12 @@ def test_another_users_flags_do_not_block(user, make_user):
     for _ in range(3):
         flag(other)
 
-    assert guard.admit(user, "agent.chat")
+    assert admit(user, "agent.chat")
 
 
 def test_complete_with_an_admission_rechecks_the_caps_before_calling(endpoint, model_server, user):
     with agent(DAILY_COST_PER_USER=1):
-        admission = guard.admit(user, "agent.chat")
+        admission = admit(user, "agent.chat")
         spend(user, 1)
 
         with pytest.raises(AIError) as raised:
@@ -238,7 +239,7 @@ def test_complete_with_an_admission_rechecks_the_caps_before_calling(endpoint, m
 
 def test_complete_with_an_admission_under_the_caps_calls_the_model(endpoint, model_server, user):
     with agent(DAILY_COST_PER_USER=1):
-        admission = guard.admit(user, "agent.chat")
+        admission = admit(user, "agent.chat")
         complete(
             endpoint,
             [{"role": "user", "content": "hi"}],
@@ -249,35 +250,3 @@ def test_complete_with_an_admission_under_the_caps_calls_the_model(endpoint, mod
         )
 
     assert len(model_server.requests) == 1
-
-
-@pytest.mark.parametrize(
-    ("so_far", "shown"),
-    [
-        ("Sorry, I only help with notes.", "Sorry, I only help with notes."),
-        ("Sorry. ⟦", "Sorry."),
-        ("Sorry. ⟦off_pur", "Sorry."),
-        ("Sorry. ⟦off_purpose: a poem", "Sorry."),
-        ("Sorry. ⟦off_purpose: a ⟦poem⟧", "Sorry."),
-        ("The range ⟦1, 2⟧ is closed.", "The range ⟦1, 2⟧ is closed."),
-    ],
-)
-def test_a_draft_holds_back_a_marker_begun_at_its_end_and_nothing_else(so_far: str, shown: str) -> None:
-    assert guard.draft_text(so_far) == shown
-
-
-@pytest.mark.parametrize(
-    ("content", "reason"),
-    [
-        ("Sorry. ⟦off_purpose: n0nce a poem⟧", "a poem"),
-        ("Sorry. ⟦off_purpose: n0nce⟧", ""),
-        ("Sorry. ⟦off_purpose: a poem⟧", None),
-        ("Sorry. ⟦off_purpose: other a poem⟧", None),
-        ("Sorry. ⟦off_purpose: n0nce2 a poem⟧", None),
-        ("Sorry. ⟦off_purpose:⟧", None),
-    ],
-)
-def test_a_marker_at_the_end_is_always_cut_and_flags_only_with_the_turns_nonce(
-    content: str, reason: str | None
-) -> None:
-    assert guard.cut_marker(content, "n0nce") == ("Sorry.", reason)
