@@ -46,7 +46,7 @@ def main() -> None:
     def sizes(tools: list[Any]) -> list[int]:
         return [definitions_bytes([t.definition()]) for t in tools]
 
-    demo = [t for t in registry.all() if t.func.__module__ == "agent.tools.drf"]
+    demo = [t for t in registry.all() if t.func.__module__.startswith("agent.tools.drf.")]
     apps = drf_apps()
     print("definition size, bytes of JSON: mean / max")
     for label, tools in (("the two apps' 93 tools", apps), (f"the demo's {len(demo)} DRF-built tools", demo)):

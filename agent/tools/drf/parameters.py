@@ -41,9 +41,9 @@ from rest_framework.schemas.openapi import AutoSchema
 from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.viewsets import GenericViewSet
 
-from ..conf import agent_settings
-from .registry import EMPTY_OBJECT, Refused, Tool, ToolContext, card_value, declared, object_name, registry
-from .requests import live_request
+from ...conf import agent_settings
+from ..registry import EMPTY_OBJECT, Refused, Tool, ToolContext, card_value, declared, object_name, registry
+from ..requests import live_request
 
 logger = logging.getLogger(__name__)
 
