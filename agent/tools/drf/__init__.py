@@ -14,6 +14,6 @@ permission classes' answer for this user) is asked when a user's turn needs it.
 DRF is an optional extra (``django-agent[drf]``): only this package imports it.
 """
 
-from .parameters import register_viewset
+from .registration import register_viewset
 
 __all__ = ["register_viewset"]
