@@ -2,7 +2,8 @@
 
 The call's journal, its retries and its deadline are kept here for every provider; what a
 provider does its own way (the request, the answer's shape, its usage, its errors) is its
-adapter's (``providers``).
+adapter's (``providers``); reading a streamed answer, under the watchdog that cuts it, is
+``streaming``'s.
 """
 
 from __future__ import annotations
@@ -10,17 +11,14 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
-import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any, Callable, Iterable, Iterator
+from functools import partial
+from typing import Any, Callable, Iterator
 
 from celery.exceptions import SoftTimeLimitExceeded
-from django.db import connection
-from django.utils import timezone
 
 from .. import pooled
 from ..conf import agent_settings
@@ -28,6 +26,7 @@ from ..limits import costs
 from ..models import AIRequest, Endpoint
 from . import endpoints, usage
 from .providers import AIError, Answer, OpenAICompatible, StreamAssembly, Usage, adapter_for
+from .streaming import Interrupted, seconds_left, streamed_answer
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +114,7 @@ def complete(
     calls it with the answer's text so far, and whatever it raises ends the call (journalled
     as ``interrupted``) and reaches the caller as it was raised, its ``request_id`` set to the
     journal row's (so the caller can link what it keeps of the answer). While a stream is read, a
-    watchdog thread calls ``watch`` about every ``WATCH_EVERY_S`` and looks at the deadline,
+    watchdog thread calls ``watch`` about every ``streaming.WATCH_EVERY_S`` and looks at the deadline,
     from the moment the request is sent, so also while the model has not answered at all, and
     while it sends nothing: what ``watch`` raises ends the call as ``on_chunk``'s
     would, and the deadline as ``AIError("deadline")``, each within a moment, the connection cut.
@@ -148,11 +147,13 @@ def complete(
         stream = on_chunk is not None and adapter.streams()
         body = adapter.request(messages, tools, stream=stream)
         if on_chunk is not None and stream:
-            completion = _streamed(endpoint, body, assembly, adapter, started, deadline, on_chunk, watch)
+            send = partial(_create, endpoint, body, deadline, stream=True)
+            answer = streamed_answer(send, adapter, assembly, deadline, on_chunk, watch)
         else:
-            completion = _read(_create(endpoint, body, deadline), adapter, started)
+            answer = adapter.read(_create(endpoint, body, deadline))
+        completion = _completion(answer, started)
     except Interrupted as interrupted:
-        code = "deadline" if _seconds_left(deadline) <= 0 else "interrupted"
+        code = "deadline" if seconds_left(deadline) <= 0 else "interrupted"
         failed = journal_failure(journal, AIError(code), started, _spent(adapter, messages, assembly))
         interrupted.reason.request_id = failed.request_id  # type: ignore[attr-defined]
         raise interrupted.reason from None
@@ -191,7 +192,7 @@ def _create(endpoint: Endpoint, body: dict[str, Any], deadline: datetime | None,
     retries = agent_settings.MODEL_MAX_RETRIES
     attempt = 0
     while True:
-        timeout = min(float(endpoint.timeout_s), _seconds_left(deadline))
+        timeout = min(float(endpoint.timeout_s), seconds_left(deadline))
         if timeout <= 0:
             raise AIError("deadline")
         try:
@@ -217,16 +218,10 @@ def _create(endpoint: Endpoint, body: dict[str, Any], deadline: datetime | None,
         except openai.APIConnectionError as error:
             failure = error
         pause = min(0.5 * 2**attempt, 8.0)
-        if attempt >= retries or pause >= _seconds_left(deadline):
+        if attempt >= retries or pause >= seconds_left(deadline):
             raise failure
         time.sleep(pause)
         attempt += 1
-
-
-def _seconds_left(deadline: datetime | None) -> float:
-    if deadline is None:
-        return float("inf")
-    return (deadline - timezone.now()).total_seconds()
 
 
 def journal_failure(
@@ -245,240 +240,6 @@ def journal_failure(
     usage.deliver(row)
     error.request_id = row.pk
     return error
-
-
-class Interrupted(Exception):
-    """What ``on_chunk`` raised, carried out of the stream to be raised again once journalled."""
-
-    def __init__(self, reason: Exception) -> None:
-        super().__init__(type(reason).__name__)
-        self.reason = reason
-
-
-WATCH_EVERY_S = 0.25
-"""How often a stream's watchdog wakes: a stop or the deadline halts a silent stream well within a second."""
-
-
-class Watchdog:
-    """Ends a streamed call when ``watch`` raises or the deadline passes, whatever the call waits for:
-    the answer's headers (the model has not begun) or a chunk that may not come.
-
-    Until the headers come, the request is sent from a thread of its own (``open``) while the
-    caller, idle meanwhile, looks at the deadline and calls ``watch`` itself (on its own database
-    connection): a cut stops its wait at once and the response, if it still comes, is closed
-    unread. From then on a thread of the watchdog's own does the looking while the caller reads;
-    a cut shuts the response's socket down, which wakes the reader blocked on it. What stopped
-    the call is kept in ``reason`` for the caller to raise. Once ``stop`` returns, nothing is cut:
-    the connection may be back in the pool.
-    """
-
-    def __init__(self, deadline: datetime | None, watch: Callable[[], None] | None) -> None:
-        self.deadline = deadline
-        self.watch = watch
-        self.reason: Exception | None = None
-        self.response: Any = None
-        self._wake = threading.Event()  # the caller of ``open`` waits no longer: a response, a failure or a cut
-        self._stopped = threading.Event()
-        self._cutting = threading.Lock()
-        self._thread = threading.Thread(target=self._run, name="agent-stream-watchdog", daemon=True)
-
-    def stop(self) -> None:
-        with self._cutting:
-            self._stopped.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
-
-    def open(self, send: Callable[[], Any]) -> Any:
-        """``send()``'s streamed response, or the reason the watchdog cut the wait for it."""
-        sent: list[Any] = []
-        failed: list[BaseException] = []
-        settled = threading.Event()
-
-        def sender() -> None:
-            try:
-                stream = send()
-            except BaseException as error:  # the caller's to raise, unless it has stopped waiting
-                failed.append(error)
-            else:
-                if self.attach(stream.response):
-                    sent.append(stream)
-                else:
-                    stream.response.close()  # cut while the headers came: nobody reads it
-            finally:
-                settled.set()
-                self._wake.set()
-
-        threading.Thread(target=sender, name="agent-model-request", daemon=True).start()
-        while not self._wake.wait(WATCH_EVERY_S):
-            self._look()
-        if sent:
-            if self.reason is None:
-                self._thread.start()  # the caller reads from now on: the watchdog's thread looks
-            return sent[0]  # cut since it was attached: reading it raises, and the caller raises ``reason``
-        if self.reason is not None:
-            raise self.reason
-        settled.wait()
-        raise failed[0]
-
-    def attach(self, response: Any) -> bool:
-        """The response whose socket a cut shuts down from now on; False when the call was cut or left
-        already (its caller raised meanwhile, a task's time limit say): then nobody will read it."""
-        with self._cutting:
-            if self.reason is not None or self._stopped.is_set():
-                return False
-            self.response = response
-            return True
-
-    def _look(self) -> bool:
-        """Cut the call when its deadline has passed or ``watch`` raises; True when it was cut."""
-        if _seconds_left(self.deadline) <= 0:
-            self._cut(AIError("deadline"))
-            return True
-        if self.watch is not None:
-            try:
-                self.watch()
-            except Exception as reason:
-                self._cut(Interrupted(reason))
-                return True
-        return False
-
-    def _run(self) -> None:
-        try:
-            while not self._stopped.wait(WATCH_EVERY_S):
-                if self._look():
-                    return
-        finally:
-            connection.close()  # the watch's own database connection, opened in this thread
-
-    def _cut(self, reason: Exception) -> None:
-        """Stop the caller's wait: shut the response's socket down, or, before it came, wake the caller."""
-        with self._cutting:
-            if self._stopped.is_set():
-                return
-            self.reason = reason
-            self._wake.set()
-            if self.response is None:
-                return
-            sock = _socket_of(self.response)
-            try:
-                if sock is not None:
-                    sock.shutdown(socket.SHUT_RDWR)
-                else:
-                    self.response.close()
-            except OSError:
-                pass  # already closed: the reader has ended anyway
-
-
-def _socket_of(response: Any) -> Any:
-    """The socket a streamed response is read from, when the transport tells."""
-    network = (getattr(response, "extensions", None) or {}).get("network_stream")
-    try:
-        return network.get_extra_info("socket") if network is not None else None
-    except Exception:
-        return None
-
-
-def _streamed(
-    endpoint: Endpoint,
-    body: dict[str, Any],
-    assembly: StreamAssembly,
-    adapter: OpenAICompatible,
-    started: float,
-    deadline: datetime | None,
-    on_chunk: Callable[[str], None],
-    watch: Callable[[], None] | None,
-) -> Completion:
-    """Ask for a streamed answer and read it into ``assembly``, telling ``on_chunk`` of each chunk,
-    under a ``Watchdog`` that halts it on what ``watch`` raises or at the deadline, from the moment
-    the request is sent.
-
-    A server that answered with one JSON body after all is read as such. A stream
-    cut before its finish, or carrying an error, is ``invalid_response``; one that
-    finished but is slow to end its body after ``[DONE]`` is taken as it is.
-    """
-    watchdog = Watchdog(deadline, watch)
-    response = None
-    try:
-        response = watchdog.open(lambda: _create(endpoint, body, deadline, stream=True)).response
-        if "text/event-stream" not in response.headers.get("content-type", ""):
-            return _read(response.read(), adapter, started)
-        assembly.opened = True
-        _read_events(response, assembly, deadline, on_chunk)
-    except Exception:
-        if watchdog.reason is None:
-            raise
-    finally:
-        watchdog.stop()  # before the connection can go back to the pool
-        if response is not None:
-            response.close()
-    if watchdog.reason is not None:
-        raise watchdog.reason
-    return _completion(adapter.streamed(assembly), started)
-
-
-def _read_events(
-    response: Any, assembly: StreamAssembly, deadline: datetime | None, on_chunk: Callable[[str], None]
-) -> None:
-    """The stream's chunks into ``assembly``, each told to ``on_chunk``."""
-    transport = sys.modules[type(response).__module__.partition(".")[0]]  # httpx, or httpx2 in newer SDKs
-    done = False
-    try:
-        for data in _events(response):
-            if data == "[DONE]":
-                done = True
-                continue  # read on to the body's end, so the connection goes back to the pool
-            if _seconds_left(deadline) <= 0:
-                raise AIError("deadline")
-            assembly.add(json.loads(data))
-            try:
-                on_chunk(assembly.text)
-            except SoftTimeLimitExceeded:
-                raise  # the task's deadline: journalled as such by ``complete``
-            except Exception as reason:
-                raise Interrupted(reason) from None
-    except transport.TimeoutException:  # a read bounded by the deadline ends within a moment of it
-        if not (done and assembly.finished):
-            raise AIError("deadline" if _seconds_left(deadline) < 1 else "request_timeout") from None
-    except (transport.HTTPError, OSError, ValueError):  # cut off, or not JSON
-        if not (done and assembly.finished):
-            raise AIError("invalid_response") from None
-
-
-def _events(response: Any) -> Iterator[str]:
-    """The data of each server-sent event of ``response``, read to the end of its body.
-
-    Read here rather than by the SDK's ``Stream``, which in recent versions stops at
-    ``[DONE]`` and closes the connection with the body's last bytes unread, so every
-    streamed call would open a new connection (and a new TLS handshake).
-    """
-    data: list[str] = []
-    for line in _lines(response.iter_bytes()):
-        if line:
-            field, _colon, value = line.partition(":")
-            if field == "data":
-                data.append(value.removeprefix(" "))
-        elif data:
-            yield "\n".join(data)
-            data = []
-    if data:
-        yield "\n".join(data)
-
-
-def _lines(pieces: Iterable[bytes]) -> Iterator[str]:
-    """The lines of a byte stream, split only where server-sent events split them (CR, LF, CRLF).
-
-    Not ``str.splitlines``, which also splits at U+2028, U+0085 and others that a
-    server may leave unescaped inside an event's JSON.
-    """
-    rest = b""
-    for piece in pieces:
-        lines = (rest + piece).splitlines(keepends=True)
-        complete = bool(lines) and lines[-1].endswith(b"\n")  # a lone CR may be half of a CRLF
-        rest = b"" if complete else lines.pop() if lines else b""
-        for line in lines:
-            yield line.rstrip(b"\r\n").decode()
-    if rest:
-        yield rest.rstrip(b"\r\n").decode()
 
 
 CHARS_PER_TOKEN = 4
@@ -511,11 +272,6 @@ def _texts(messages: list[dict[str, Any]]) -> Iterator[str]:
             yield from (p.get("text") or "" for p in content if isinstance(p, dict) and p.get("type") == "text")
         for call in message.get("tool_calls") or []:
             yield str((call.get("function") or {}).get("arguments") or "")
-
-
-def _read(response: bytes, adapter: OpenAICompatible, started: float) -> Completion:
-    """A whole answer's body, read by the adapter, as a ``Completion``."""
-    return _completion(adapter.read(response), started)
 
 
 def _completion(answer: Answer, started: float) -> Completion:

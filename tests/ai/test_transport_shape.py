@@ -1,4 +1,4 @@
-"""What ``agent.ai.client`` reads of the ``openai`` SDK's HTTP transport, checked against the installed SDK.
+"""What ``agent.ai.streaming`` reads of the ``openai`` SDK's HTTP transport, checked against the installed SDK.
 
 A streamed answer is read from the SDK's ``Stream.response`` (an httpx response), and the
 stream's watchdog stops a silent stream by shutting down the socket under it
@@ -9,11 +9,11 @@ leave stops and deadlines unable to cut a stream, silently: these tests say what
 from __future__ import annotations
 
 import socket
-import sys
 from importlib.metadata import version
 from typing import Any
 
-from agent.ai.client import _create, _socket_of
+from agent.ai.client import _create
+from agent.ai.streaming import _socket_of, _transport_of
 from tests.support.model_server import answer
 
 SDK = f"openai {version('openai')}"
@@ -36,11 +36,11 @@ def test_a_streamed_call_gives_the_response_the_stream_is_read_from(endpoint, mo
         assert not missing, f"{SDK}: the streamed response ({type(response)}) has no {missing}"
         assert "text/event-stream" in response.headers.get("content-type", "")
         # and its transport's module names the errors the reader catches
-        transport = sys.modules[type(response).__module__.partition(".")[0]]
+        transport = _transport_of(response)
         for name in ("TimeoutException", "HTTPError"):
             error = getattr(transport, name, None)
             assert isinstance(error, type) and issubclass(error, Exception), (
-                f"{SDK}: {transport.__name__}.{name}, which agent.ai.client catches, is gone"
+                f"{SDK}: {transport.__name__}.{name}, which agent.ai.streaming catches, is gone"
             )
     finally:
         if response is not None:

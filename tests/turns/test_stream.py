@@ -17,7 +17,8 @@ import pytest
 from agent import events, turns
 from agent.access import SessionRef
 from agent.ai import AIError, complete
-from agent.ai.client import StreamAssembly, _lines
+from agent.ai.providers import StreamAssembly
+from agent.ai.streaming import _lines
 from agent.models import AIRequest, Turn
 from agent.turns import stream
 from tests.support.layer import Listener
