@@ -10,8 +10,9 @@ class AgentConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_save
 
-        from . import checks, signals  # noqa: F401  (registers checks and receivers)
+        from . import signals  # noqa: F401  (registers receivers)
         from .attachments import lifecycle  # noqa: F401  (stored files go with their rows)
+        from .checks import services  # noqa: F401  (registers the system checks)
         from .models import Message
         from .telegram import delivery
         from .tools import registry

@@ -23,7 +23,7 @@ from django.middleware.locale import LocaleMiddleware
 from django.test import override_settings
 from django.urls import path
 
-from agent.checks import (
+from agent.checks.services import (
     check_agent_settings,
     check_attachment_storage,
     check_channel_layer_reaches_workers,

@@ -20,7 +20,7 @@ from django.test import Client, override_settings
 
 from agent import conversations, events
 from agent.access import SessionRef
-from agent.checks import check_channel_layer_timeout
+from agent.checks.services import check_channel_layer_timeout
 from agent.events import losses
 from agent.layers import SOCKET_TIMEOUT_S, RedisChannelLayer, redis_channel_layer, redis_default_socket_timeout
 from tests.support.sockets import opened, subscribed

@@ -22,10 +22,10 @@ from django.shortcuts import resolve_url
 from django.urls import NoReverseMatch, reverse
 from django.utils.module_loading import import_string
 
-from .access import OAUTH_SCOPE
-from .ai.providers import adapter_class
-from .conf import NAME, POSITIVE, AgentConf, agent_settings
-from .tools.registry import registry
+from ..access import OAUTH_SCOPE
+from ..ai.providers import adapter_class
+from ..conf import NAME, POSITIVE, AgentConf, agent_settings
+from ..tools.registry import registry
 
 TAG = "agent"
 
@@ -207,7 +207,7 @@ def check_websocket_route(app_configs: Any = None, **kwargs: Any) -> list[CheckW
                 "Channels and agent.routing; see the README's ASGI module.",
             )
         ]
-    from .web.consumers import AgentConsumer  # here: every process loads checks at start-up, few need the web
+    from ..web.consumers import AgentConsumer  # here: every process loads checks at start-up, few need the web
 
     if _routes_to(application, AgentConsumer, seen=set()):
         return []
@@ -375,7 +375,7 @@ def check_channel_layer_timeout(app_configs: Any = None, **kwargs: Any) -> list[
     """channels-redis waits for events with a blocking read; a socket timeout no longer than it drops every socket."""
     from channels_redis.core import RedisChannelLayer
 
-    from .layers import blocking_read_s, cuts_blocking_read, redis_default_socket_timeout, socket_timeout_of
+    from ..layers import blocking_read_s, cuts_blocking_read, redis_default_socket_timeout, socket_timeout_of
 
     warnings = []
     for alias, entry in (getattr(settings, "CHANNEL_LAYERS", None) or {}).items():
