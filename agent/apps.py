@@ -12,7 +12,7 @@ class AgentConfig(AppConfig):
 
         from . import signals  # noqa: F401  (registers receivers)
         from .attachments import lifecycle  # noqa: F401  (stored files go with their rows)
-        from .checks import services  # noqa: F401  (registers the system checks)
+        from .checks import extras, services, settings, site  # noqa: F401  (register the system checks)
         from .models import Message
         from .telegram import delivery
         from .tools import registry

@@ -2,7 +2,7 @@
 
 Values are read from ``settings.AGENT`` on every access (never at import
 time), so ``override_settings(AGENT={...})`` works in tests. Each setting
-names its ``Rule``; the system checks (``agent.checks``) loop over them, so
+names its ``Rule``; the system checks (``agent.checks.settings``) loop over them, so
 a new setting is one line here, checked from the start.
 """
 

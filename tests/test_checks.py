@@ -1,4 +1,4 @@
-"""System checks (agent/checks.py): one id per kind of mistake, in ``settings.AGENT`` and in the site around it."""
+"""System checks (agent/checks/): one id per kind of mistake, in ``settings.AGENT`` and in the site around it."""
 
 from __future__ import annotations
 
@@ -23,15 +23,9 @@ from django.middleware.locale import LocaleMiddleware
 from django.test import override_settings
 from django.urls import path
 
-from agent.checks.services import (
-    check_agent_settings,
-    check_attachment_storage,
-    check_channel_layer_reaches_workers,
-    check_locale_middleware,
-    check_login_url,
-    check_session_write_modules,
-    check_websocket_route,
-)
+from agent.checks.services import check_channel_layer_reaches_workers
+from agent.checks.settings import check_agent_settings, check_attachment_storage, check_session_write_modules
+from agent.checks.site import check_locale_middleware, check_login_url, check_websocket_route
 from agent.routing import websocket_urlpatterns
 from agent.web.consumers import AgentConsumer
 

@@ -15,7 +15,7 @@ from django.urls import reverse
 from agent import turns
 from agent.ai import AIError, complete
 from agent.ai.providers import OpenAICompatible, Unimportable, adapter_class, adapter_for
-from agent.checks.services import check_agent_settings, check_provider_adapter
+from agent.checks.settings import check_agent_settings, check_provider_adapter
 from agent.models import AIRequest, Endpoint
 from agent.tasks import run_turn
 from tests.support.model_server import answer

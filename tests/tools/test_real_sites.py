@@ -19,7 +19,7 @@ from rest_framework.response import Response
 
 from agent import confirmations
 from agent.access import authorize_session
-from agent.checks.services import check_tools_left_out
+from agent.checks.settings import check_tools_left_out
 from agent.conversations import append_message
 from agent.models import Confirmation, Message
 from agent.tools import checked_once, execute_as, registry, visible_for
