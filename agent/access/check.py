@@ -44,10 +44,10 @@ from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 from django.utils.module_loading import import_string
 
-from . import errors
-from .conf import agent_settings
-from .events import session_group
-from .statements import Columns, Statement, compiled, slot
+from .. import errors
+from ..conf import agent_settings
+from ..events import session_group
+from ..statements import Columns, Statement, compiled, slot
 
 USE_PERMISSION = "agent.use_agent"
 TELEGRAM_PERMISSION = "agent.use_telegram"
@@ -251,7 +251,7 @@ class Check:
         """The scope the row allows, or the refusal it calls for. With ``accepted``, a session's
         data and password hash equal to those of a check that passed are not decoded again (the
         verdict on them cannot differ); ``accepted`` then learns the ones this row passes with."""
-        from .models import AgentSettings
+        from ..models import AgentSettings
 
         ref = self.ref
         user = self.statement.build(row)
@@ -451,7 +451,7 @@ def _compiled(kind: str, checked: tuple[str, ...], columns: Columns) -> Statemen
 
 def _checks_queryset(kind: str, checked: tuple[str, ...], annotations: dict[str, Any]) -> QuerySet[Any]:
     """The user row with everything checks 1-3 read for this kind of actor, and the caller's annotations."""
-    from .models import AgentSettings, McpToken, TelegramLink
+    from ..models import AgentSettings, McpToken, TelegramLink
 
     user_model = get_user_model()
     owner: Any = slot("user", user_model._meta.pk)
