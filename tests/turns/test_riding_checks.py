@@ -14,7 +14,7 @@ from django.db.models.signals import post_save
 from django.test.utils import CaptureQueriesContext
 
 from agent import turns
-from agent.access import check
+from agent.access import statement
 from agent.conversations import create_conversation
 from agent.models import AgentSettings, AIRequest, Message, UserSettings
 from agent.tasks import run_turn
@@ -197,8 +197,8 @@ def test_a_site_with_many_checked_permissions_still_gets_its_answers(
     ref, chat, user, endpoint, model_server, monkeypatch
 ):
     # given a site whose tools have the scope read 40 permissions more (bits past 31 in one mask)
-    many = {*check._READ_WITH_SCOPE, *(f"elsewhere.right_{n:02d}" for n in range(40))}
-    monkeypatch.setattr(check, "_READ_WITH_SCOPE", many)
+    many = {*statement._READ_WITH_SCOPE, *(f"elsewhere.right_{n:02d}" for n in range(40))}
+    monkeypatch.setattr(statement, "_READ_WITH_SCOPE", many)
     model_server.push(answer(ANSWER))
     # when a turn runs
     turn = turns.start(ref, chat.pk, "hello", impersonated=False)
