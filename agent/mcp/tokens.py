@@ -67,8 +67,11 @@ def ref_for(secret: str) -> McpRef:
 
 
 def oauth_on() -> bool:
-    """Whether the site signs MCP clients in with OAuth too (``AGENT["MCP"]["OAUTH"]``)."""
-    return bool((agent_settings.MCP or {}).get("OAUTH"))
+    """Whether the site signs MCP clients in with OAuth too (``AGENT["MCP"]["OAUTH"]``).
+
+    A setting of the wrong shape is no: the URLs still load, and the system check names it."""
+    mcp = agent_settings.MCP
+    return isinstance(mcp, dict) and mcp.get("OAUTH") is True
 
 
 def origin(request: Any) -> str:
