@@ -92,6 +92,12 @@ class FileGone(NotFound):
     default_message = _("The file is gone.")
 
 
+class AppNotConnected(NotFound):
+    """No live token of this user's for this OAuth client: another user's, disconnected, or no such client."""
+
+    default_message = _("This app is not connected to your assistant.")
+
+
 class InvalidCursor(Refusal):
     code = "invalid_cursor"
     http_status = 400

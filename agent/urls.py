@@ -3,6 +3,7 @@
 from django.urls import path
 
 from .conf import agent_settings
+from .mcp.tokens import oauth_on
 from .telegram import webhook
 from .web import event_stream, files, panel, views, voice
 
@@ -47,3 +48,5 @@ if agent_settings.MCP is not None:  # the SDK is imported only by a site that se
     from .mcp.urls import urlpatterns as mcp_urlpatterns
 
     urlpatterns += mcp_urlpatterns
+    if oauth_on():  # disconnecting an app the user connected with OAuth (django-oauth-toolkit's tokens)
+        urlpatterns.append(path("api/assistant/mcp/disconnect/", panel.mcp_disconnect, name="mcp_disconnect"))

@@ -1,6 +1,7 @@
 """Signing MCP clients in with OAuth 2.1, on django-oauth-toolkit (the ``django-agent[oauth]`` extra).
 
-Imported only by ``agent.mcp.urls``, where ``AGENT["MCP"]["OAUTH"]`` is on. The site is its own
+Imported only where ``AGENT["MCP"]["OAUTH"]`` is on: by ``agent.mcp.urls``, and by "My assistant" for
+the apps a user connected (listed, and disconnected: every token of theirs revoked). The site is its own
 authorization server: its metadata (RFC 8414) at the site's root; a registration endpoint (RFC 7591)
 that makes public clients only (the authorization code with PKCE, redirect URIs over https or to the
 user's own machine); the consent page (the toolkit's authorize view with the app's template, which
@@ -16,18 +17,27 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.db import router, transaction
+from django.db.models import Max, Min, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
-from oauth2_provider.models import get_application_model
+from oauth2_provider.models import (
+    get_access_token_model,
+    get_application_model,
+    get_grant_model,
+    get_refresh_token_model,
+)
 from oauth2_provider.views import AuthorizationView
 
 from .. import errors
-from ..access import OAUTH_SCOPE, SessionRef, is_impersonated
+from ..access import OAUTH_SCOPE, Actor, SessionRef, authorize_session, is_impersonated
 from ..limits import quotas
+from ..models import McpCall
 from . import tokens
 
 NAME_CHARS = 100
@@ -176,3 +186,71 @@ def _subset(values: Any, allowed: list[str]) -> bool:
 def _refused(code: str, description: str, status: int = 400) -> JsonResponse:
     """An error as RFC 7591 answers it."""
     return JsonResponse({"error": code, "error_description": description}, status=status)
+
+
+# -- "My assistant": the apps a user connected -----------------------------------------------------
+
+
+def connected_apps(ref: Actor, *, impersonated: bool) -> list[dict[str, Any]]:
+    """The clients holding a live access or refresh token of the signed-in user, newest first: each
+    one's name, when the user connected it and when it last called. Never a token nor a client id."""
+    scope = authorize_session(ref, impersonated=impersonated)
+    access, refresh = _live_tokens(scope.user_id)
+    since: dict[int, Any] = {}
+    for rows in (_first_created(access), _first_created(_connection_history(scope.user_id, refresh))):
+        for application_id, first in rows:
+            since[application_id] = min(first, since.get(application_id, first))
+    names = dict(get_application_model().objects.filter(pk__in=since).values_list("pk", "name"))
+    calls = McpCall.objects.filter(user_id=scope.user_id, oauth_application_id__in=list(since)).order_by()
+    last_call = dict(
+        calls.values("oauth_application_id").annotate(last=Max("at")).values_list("oauth_application_id", "last")
+    )
+    return [
+        {
+            "id": application_id,
+            "name": names.get(application_id, ""),
+            "connected_at": first.isoformat(),
+            "last_used_at": last_call[application_id].isoformat() if application_id in last_call else None,
+        }
+        for application_id, first in sorted(since.items(), key=lambda item: (item[1], item[0]), reverse=True)
+    ]
+
+
+def disconnect(ref: Actor, application_id: Any, *, impersonated: bool) -> None:
+    """Revoke every access and refresh token, and every pending grant, of the signed-in user for one
+    client. Not a client of theirs (another user's, already disconnected, no such id) is AppNotConnected.
+    Only the checks of the session that asks: a user may always disconnect an app, whatever their rights."""
+    scope = authorize_session(ref, impersonated=impersonated)
+    try:
+        pk = int(application_id)
+    except (TypeError, ValueError):
+        raise errors.AppNotConnected() from None
+    AccessToken = get_access_token_model()
+    with transaction.atomic(using=router.db_for_write(AccessToken)):
+        access, refresh = (live.filter(application_id=pk) for live in _live_tokens(scope.user_id))
+        if not access.exists() and not refresh.exists():
+            raise errors.AppNotConnected()
+        for token in refresh.select_for_update():
+            token.revoke()  # the toolkit's own: marks it revoked, deletes its access token
+        AccessToken.objects.filter(user_id=scope.user_id, application_id=pk).delete()
+        get_grant_model().objects.filter(user_id=scope.user_id, application_id=pk).delete()
+
+
+def _live_tokens(user_id: Any) -> tuple[QuerySet[Any], QuerySet[Any]]:
+    """The user's access tokens that have not expired, and refresh tokens not revoked."""
+    access = get_access_token_model().objects.filter(
+        user_id=user_id, application__isnull=False, expires__gt=timezone.now()
+    )
+    return access.order_by(), get_refresh_token_model().objects.filter(user_id=user_id, revoked__isnull=True).order_by()
+
+
+def _connection_history(user_id: Any, live_refresh: QuerySet[Any]) -> QuerySet[Any]:
+    """The live refresh tokens and those they rotated from (one family, since the consent): so a
+    client that refreshes still shows when the user connected it."""
+    families = live_refresh.exclude(token_family=None).values("token_family")
+    history = get_refresh_token_model().objects.filter(user_id=user_id)
+    return history.filter(Q(revoked__isnull=True) | Q(token_family__in=families)).order_by()
+
+
+def _first_created(tokens: QuerySet[Any]) -> QuerySet[Any]:
+    return tokens.values("application_id").annotate(first=Min("created")).values_list("application_id", "first")

@@ -64,14 +64,31 @@ def mcp_revoke(request: HttpRequest, ref: SessionRef, impersonated: bool) -> dic
     return {"mcp": _mcp(request, authorize_session(ref, impersonated=impersonated))}
 
 
+@require_POST
+@api
+def mcp_disconnect(request: HttpRequest, ref: SessionRef, impersonated: bool) -> dict[str, Any]:
+    """Disconnect one of the apps the user connected with OAuth (``{"app": id}``): every token of theirs
+    for it revoked; the panel's MCP part after. Routed only where OAuth is on."""
+    from ..mcp import oauth  # django-oauth-toolkit: imported only where OAuth is on
+
+    oauth.disconnect(ref, read_body(request).get("app"), impersonated=impersonated)
+    return {"mcp": _mcp(request, authorize_session(ref, impersonated=impersonated))}
+
+
 def _mcp(request: HttpRequest, scope: Scope) -> dict[str, Any]:
-    """Whether the user may connect MCP clients, the address they connect to, and their tokens (never a secret)."""
+    """Whether the user may connect MCP clients, the address they connect to, their tokens (never a
+    secret) and, where OAuth is on, the apps they connected with it (never a token)."""
     offered = tokens.offered(scope)
-    return {
+    data: dict[str, Any] = {
         "offered": offered,
         "url": request.build_absolute_uri(reverse("agent:mcp")) if offered else "",
         "tokens": tokens.listed(scope.ref, impersonated=False) if offered else [],
     }
+    if tokens.oauth_on():
+        from ..mcp import oauth  # django-oauth-toolkit: imported only where OAuth is on
+
+        data["apps"] = oauth.connected_apps(scope.ref, impersonated=False) if offered else []
+    return data
 
 
 def _telegram(scope: Scope) -> dict[str, Any]:
@@ -101,8 +118,9 @@ def page(request: HttpRequest) -> HttpResponse:
         "telegram_revoke_url": reverse("agent:telegram_revoke"),
         "mcp_token_url": reverse("agent:mcp_tokens"),
         "mcp_revoke_url": reverse("agent:mcp_revoke"),
+        "mcp_disconnect_url": reverse("agent:mcp_disconnect") if tokens.oauth_on() else "",
         "max_instructions": agent_settings.MAX_INSTRUCTIONS_CHARS,
     }
-    context = {"config": config, "chat_url": reverse("agent:chat")}
+    context = {"config": config, "chat_url": reverse("agent:chat"), "oauth": tokens.oauth_on()}
     with translation.override(language_for(scope.user_settings, get_language())):
         return render(request, "agent/assistant.html", context)

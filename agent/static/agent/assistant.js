@@ -33,6 +33,8 @@ const ui = {
   mcpSecretNote: $("mcp-secret-note"),
   mcpSecret: $("mcp-secret"),
   mcpError: $("mcp-error"),
+  mcpApps: $("mcp-apps"), // only where the site signs MCP clients in with OAuth
+  mcpAppsNone: $("mcp-apps-none"),
   instructions: $("instructions"),
   count: $("instructions-count"),
   language: $("language"),
@@ -211,7 +213,8 @@ window.addEventListener("focus", async () => {
   }
 });
 
-// -- MCP clients: make a token (its secret shown once), see the tokens with their last use, revoke one --
+// -- MCP clients: make a token (its secret shown once), see the tokens with their last use, revoke one;
+// where OAuth is on, see the apps connected by signing in, disconnect one --
 
 function renderMcp(mcp) {
   ui.mcp.hidden = !mcp.offered;
@@ -230,6 +233,25 @@ function renderMcp(mcp) {
     line.append(smallButton(gettext("Revoke"), () => revokeToken(token.id)));
     ui.mcpTokens.append(line);
   }
+  if (ui.mcpApps && mcp.apps) {
+    renderApps(mcp.apps);
+  }
+}
+
+function renderApps(apps) {
+  ui.mcpApps.replaceChildren();
+  for (const app of apps) {
+    const line = document.createElement("li");
+    line.dataset.app = String(app.id);
+    const since = new Date(app.connected_at).toLocaleDateString();
+    const used = app.last_used_at
+      ? interpolate(gettext("last used %(date)s"), { date: new Date(app.last_used_at).toLocaleString() }, true)
+      : gettext("not used yet");
+    line.append(interpolate(gettext("%(name)s, connected on %(date)s"), { name: app.name, date: since }, true), `, ${used} `);
+    line.append(smallButton(gettext("Disconnect"), () => disconnectApp(app.id)));
+    ui.mcpApps.append(line);
+  }
+  ui.mcpAppsNone.hidden = apps.length > 0;
 }
 
 ui.mcpForm.addEventListener("submit", async (event) => {
@@ -252,6 +274,15 @@ async function revokeToken(id) {
   ui.mcpSecret.textContent = "";
   try {
     renderMcp((await request("POST", config.mcp_revoke_url, { token: id })).mcp);
+  } catch (failure) {
+    ui.mcpError.textContent = errorText(failure);
+  }
+}
+
+async function disconnectApp(id) {
+  ui.mcpError.textContent = "";
+  try {
+    renderMcp((await request("POST", config.mcp_disconnect_url, { app: id })).mcp);
   } catch (failure) {
     ui.mcpError.textContent = errorText(failure);
   }
