@@ -131,14 +131,13 @@ def test_the_check_before_each_tool_call_is_one_statement(ref, chat, user, endpo
     from django.test.utils import CaptureQueriesContext
 
     from agent.models import Turn
-    from agent.turns.runner import Claimed, TurnRunner
+    from agent.turns.fenced import Fence
 
     turn = turns.start(ref, chat.pk, "hello", impersonated=False)
     Turn.objects.filter(pk=turn.pk).update(status=Turn.Status.RUNNING)
-    row = Turn.objects.select_related("endpoint", "conversation", "user").get(pk=turn.pk)
-    runner = TurnRunner(Claimed(row, leases_held=True, lapsed_cards=False))
-    runner.verify()  # the tool registry and content types are warm, as in a running worker
+    fence = Fence(Turn.objects.select_related("endpoint", "conversation", "user").get(pk=turn.pk))
+    fence.verify()  # the tool registry and content types are warm, as in a running worker
     with CaptureQueriesContext(connection) as queries:
-        scope = runner.verify()
+        scope = fence.verify()
     assert len(queries) == 1
     assert scope.has_perm("notes.view_note") and not scope.has_perm("notes.delete_note")
