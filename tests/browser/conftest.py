@@ -2,8 +2,8 @@
 
 daphne serves ``tests.asgi`` in a subprocess on the test database, a
 Celery worker runs turns in this process (threads pool, this run's queue),
-and the scripted model server answers. Chromium and one daphne per site
-settings serve the whole session, the worker one module, and the browser
+and the scripted model server answers. One daphne per site settings serves
+the whole session, Chromium and the worker one module, and the browser
 context one test, so a test costs about a turn, not a start-up.
 """
 
@@ -47,7 +47,7 @@ def asgi_server(request: Any, _asgi_servers: dict[str, AsgiServer]) -> AsgiServe
     return server
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # not the session's: Playwright's loop would stay in this thread for later tests
 def chromium() -> Iterator[Any]:
     from playwright.sync_api import expect
 
