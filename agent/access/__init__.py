@@ -45,7 +45,7 @@ from .actors import (
 )
 from .check import Check, authorize_session, authorize_with, prepare_check
 from .rules import Accepted, hijack_detector, is_impersonated
-from .statement import read_with_scope
+from .statement import has_scope, read_with_scope
 
 __all__ = [
     "MCP_PERMISSION",
@@ -62,6 +62,7 @@ __all__ = [
     "actor_of",
     "authorize_session",
     "authorize_with",
+    "has_scope",
     "hijack_detector",
     "is_impersonated",
     "language_for",

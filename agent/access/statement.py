@@ -84,7 +84,7 @@ def _checks_queryset(kind: str, checked: tuple[str, ...], annotations: dict[str,
         fields["agent_token_name"] = Subquery(token.values("name")[:1])
     elif kind == MCP_OAUTH:  # the same, from django-oauth-toolkit's row (deleted when revoked)
         oauth = _oauth_access_tokens().filter(
-            _has_scope(OAUTH_SCOPE),
+            has_scope(OAUTH_SCOPE),
             token_checksum=slot("token", CharField()),
             expires__gt=slot("now"),
             user__isnull=False,
@@ -115,13 +115,14 @@ def _oauth_access_tokens() -> QuerySet[Any]:
     return tokens
 
 
-def _has_scope(scope: str) -> Q:
-    """A space-separated ``scope`` column that lists ``scope``."""
+def has_scope(scope: str, *, through: str = "") -> Q:
+    """A space-separated ``scope`` column (of the row ``through`` leads to) that lists ``scope``."""
+    column = f"{through}scope"
     return (
-        Q(scope=scope)
-        | Q(scope__startswith=f"{scope} ")
-        | Q(scope__endswith=f" {scope}")
-        | Q(scope__contains=f" {scope} ")
+        Q(**{column: scope})
+        | Q(**{f"{column}__startswith": f"{scope} "})
+        | Q(**{f"{column}__endswith": f" {scope}"})
+        | Q(**{f"{column}__contains": f" {scope} "})
     )
 
 

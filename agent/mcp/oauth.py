@@ -35,7 +35,7 @@ from oauth2_provider.models import (
 from oauth2_provider.views import AuthorizationView
 
 from .. import errors
-from ..access import OAUTH_SCOPE, Actor, SessionRef, authorize_session, is_impersonated
+from ..access import OAUTH_SCOPE, Actor, SessionRef, authorize_session, has_scope, is_impersonated
 from ..limits import quotas
 from ..models import McpCall
 from . import tokens
@@ -237,19 +237,23 @@ def disconnect(ref: Actor, application_id: Any, *, impersonated: bool) -> None:
 
 
 def _live_tokens(user_id: Any) -> tuple[QuerySet[Any], QuerySet[Any]]:
-    """The user's access tokens that have not expired, and refresh tokens not revoked."""
+    """The user's access tokens of scope ``agent`` that have not expired, and refresh tokens not revoked
+    whose access token has that scope: the site's other OAuth clients, if it has any, are not this page's."""
     access = get_access_token_model().objects.filter(
-        user_id=user_id, application__isnull=False, expires__gt=timezone.now()
+        has_scope(OAUTH_SCOPE), user_id=user_id, application__isnull=False, expires__gt=timezone.now()
     )
-    return access.order_by(), get_refresh_token_model().objects.filter(user_id=user_id, revoked__isnull=True).order_by()
+    refresh = get_refresh_token_model().objects.filter(
+        has_scope(OAUTH_SCOPE, through="access_token__"), user_id=user_id, revoked__isnull=True
+    )
+    return access.order_by(), refresh.order_by()
 
 
 def _connection_history(user_id: Any, live_refresh: QuerySet[Any]) -> QuerySet[Any]:
     """The live refresh tokens and those they rotated from (one family, since the consent): so a
     client that refreshes still shows when the user connected it."""
     families = live_refresh.exclude(token_family=None).values("token_family")
-    history = get_refresh_token_model().objects.filter(user_id=user_id)
-    return history.filter(Q(revoked__isnull=True) | Q(token_family__in=families)).order_by()
+    history = get_refresh_token_model().objects.filter(user_id=user_id)  # a rotated one has lost its access token
+    return history.filter(Q(pk__in=live_refresh.values("pk")) | Q(token_family__in=families)).order_by()
 
 
 def _first_created(tokens: QuerySet[Any]) -> QuerySet[Any]:

@@ -35,6 +35,14 @@ def connect(user: Any, client: Any, name: str) -> tuple[str, str]:
     return access_secret, refresh_secret
 
 
+def refresh_only(user: Any, client: Any, secret: str, scope: str = "agent", **fields: Any) -> Any:
+    """A refresh token whose access token has expired (the toolkit keeps that row while it is linked)."""
+    expired = AccessToken.objects.create(
+        user=user, application=client, token=f"at-of-{secret}", scope=scope, expires=timezone.now() - timedelta(hours=1)
+    )
+    return RefreshToken.objects.create(user=user, application=client, token=secret, access_token=expired, **fields)
+
+
 def check(secret: str) -> Any:
     return authorize_session(McpRef(digest(secret), oauth=True), impersonated=False)
 
@@ -48,7 +56,7 @@ def test_my_assistant_lists_the_users_connected_apps_never_a_token() -> None:
     user, other = member(), member()
     claude, chatgpt, cursor = public_client("Claude"), public_client("ChatGPT"), public_client("Cursor")
     secrets = [*connect(user, claude, "a"), *connect(other, cursor, "b")]
-    RefreshToken.objects.create(user=user, application=chatgpt, token="rt-only")  # its access token expired
+    refresh_only(user, chatgpt, "rt-only")
     AccessToken.objects.create(  # expired, with no refresh token: no longer connected
         user=user, application=cursor, token="at-old", scope="agent", expires=timezone.now() - timedelta(minutes=1)
     )
@@ -68,10 +76,9 @@ def test_my_assistant_lists_the_users_connected_apps_never_a_token() -> None:
 
 def test_a_client_that_refreshed_still_shows_when_it_was_connected() -> None:
     user, claude = member(), public_client("Claude")
-    first = RefreshToken.objects.create(user=user, application=claude, token="rt-1", token_family=uuid.uuid4())
-    first.revoked = timezone.now()  # rotated: the next one is of the same family
-    first.save()
-    RefreshToken.objects.create(user=user, application=claude, token="rt-2", token_family=first.token_family)
+    first = refresh_only(user, claude, "rt-1", token_family=uuid.uuid4())
+    first.revoke()  # rotated, as the toolkit does (its access token deleted): the next one is of the same family
+    refresh_only(user, claude, "rt-2", token_family=first.token_family)
     client, _csrf = csrf_client(user)
     (app,) = client.get(reverse("agent:assistant_api")).json()["mcp"]["apps"]
     assert app["connected_at"] == first.created.isoformat()
@@ -147,3 +154,18 @@ def test_without_oauth_the_page_has_no_connected_apps(settings: Any) -> None:
     assert mcp["offered"] and "apps" not in mcp
     assert 'id="mcp-apps"' not in page and "Apps you connected by signing in" not in page
     assert '"mcp_disconnect_url": ""' in page
+
+
+def test_the_sites_other_oauth_clients_are_not_listed_nor_disconnected_here() -> None:
+    user, claude, mobile = member(), public_client("Claude"), public_client("The site's own app")
+    connect(user, claude, "a")
+    AccessToken.objects.create(
+        user=user, application=mobile, token="at-site", scope="read write", expires=timezone.now() + timedelta(hours=1)
+    )
+    refresh_only(user, mobile, "rt-site", scope="read")
+    client, csrf = csrf_client(user)
+
+    assert [app["name"] for app in client.get(reverse("agent:assistant_api")).json()["mcp"]["apps"]] == ["Claude"]
+    assert disconnect(client, csrf, mobile.pk).status_code == 404
+    assert AccessToken.objects.filter(application=mobile).count() == 2
+    assert RefreshToken.objects.get(token="rt-site").revoked is None
