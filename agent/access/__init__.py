@@ -45,7 +45,7 @@ from .actors import (
 )
 from .check import Check, authorize_session, authorize_with, prepare_check
 from .rules import Accepted, hijack_detector, is_impersonated
-from .statement import has_scope, read_with_scope
+from .statement import has_scope, read_with_scope, sessions_in_sql
 
 __all__ = [
     "MCP_PERMISSION",
@@ -68,4 +68,5 @@ __all__ = [
     "language_for",
     "prepare_check",
     "read_with_scope",
+    "sessions_in_sql",
 ]

@@ -39,6 +39,11 @@ def session_kind() -> str:
     return SQL_SESSION if settings.SESSION_ENGINE in _SQL_SESSION_ENGINES else OTHER_SESSION
 
 
+def sessions_in_sql() -> bool:
+    """Whether the site keeps its sessions in its SQL table, where one statement can read many at once."""
+    return session_kind() == SQL_SESSION
+
+
 def statement_for(kind: str, checked: tuple[str, ...], annotations: Columns | dict[str, Any] | None) -> Statement:
     """The statement for this kind of actor with the caller's ``annotations``: compiled once per
     thread for a ``Columns``, else built for this call."""

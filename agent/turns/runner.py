@@ -35,6 +35,7 @@ from ..tools.registry import FIND_TOOLS
 from . import history, locks, monitor, stream, versions
 from .fenced import End, Fence, StoreFailed, TurnEnded
 from .prompt import system_prompt
+from .watcher import watcher
 
 logger = logging.getLogger(__name__)
 Status = Turn.Status
@@ -196,7 +197,12 @@ class TurnRunner:
         answer_id = uuid.uuid4()
         followers = stream.followers(self.turn, answer_id)  # front ends besides the page that show the draft
         draft = stream.Draft(
-            self.turn.conversation_id, self.turn.pk, number, check=self.fence.verify, followers=followers
+            self.turn.conversation_id,
+            self.turn.pk,
+            number,
+            check=self.fence.verify,
+            followers=followers,
+            watched=watcher.watch(self.turn, self.fence.actor),
         )
         try:
             with usage.stored_by_caller(answer_id), contextlib.closing(draft):

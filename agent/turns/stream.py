@@ -16,6 +16,7 @@ from typing import Any, Callable, Protocol
 from .. import events, pooled
 from ..ai import off_purpose
 from ..conf import agent_settings
+from .watcher import FULL_CHECK_EVERY_S, Watch, watcher
 
 CHECK_EVERY_S = 0.5
 """How often a streaming round checks its turn (stop, deadline, leases, session): a stop halts it within a second."""
@@ -49,7 +50,8 @@ class Draft:
     """One round's answer as it streams: called with the text so far after each chunk.
 
     ``check`` (the runner's step check) runs between chunks at most every
-    ``CHECK_EVERY_S``; what it raises ends the model call. Sends happen on the
+    ``CHECK_EVERY_S`` (for a ``watched`` turn, when the process's watcher says so);
+    what it raises ends the model call. Sends happen on the
     events loop, so they keep their order with the stored answer's event; after
     ``close`` none begins.
     """
@@ -61,14 +63,17 @@ class Draft:
         round_number: int,
         check: Callable[[], Any],
         followers: list[Follower] | None = None,
+        watched: Watch | None = None,
     ) -> None:
         self.conversation_id = conversation_id
+        self.watched = watched
         self.followers = followers or []
         self.turn_id = turn_id
         self.round = round_number
         self.check = check
         self.interval = agent_settings.STREAM_INTERVAL_MS / 1000
         self.next_check = time.monotonic() + CHECK_EVERY_S
+        self.next_full_check = self.next_check
         self.lock = threading.Lock()
         self.text = ""
         self.sent_text = ""
@@ -78,10 +83,7 @@ class Draft:
 
     def __call__(self, text: str) -> None:
         now = time.monotonic()
-        if now >= self.next_check:
-            self.check()
-            pooled.give_back()  # the rest of the stream holds no database connection
-            self.next_check = time.monotonic() + CHECK_EVERY_S
+        self._check_when_due(now)
         shown = off_purpose.draft_text(text)
         with self.lock:
             self.text = shown
@@ -97,15 +99,31 @@ class Draft:
     def watch(self) -> None:
         """The check, when no chunk has run it for ``CHECK_EVERY_S``: the stream's watchdog calls this
         while the model sends nothing, so a stop never waits for the next chunk."""
-        if time.monotonic() >= self.next_check:
-            self.next_check = time.monotonic() + CHECK_EVERY_S
-            self.check()
-            pooled.give_back()
+        self._check_when_due(time.monotonic())
+
+    def _check_when_due(self, now: float) -> None:
+        """Run ``check`` at most every ``CHECK_EVERY_S``; for a turn the process's watcher reads, only
+        once it flags the turn (then at once), falls behind, or ``FULL_CHECK_EVERY_S`` has passed."""
+        watched = self.watched
+        if watched is not None and watched.flagged:
+            watched.flagged = False  # the next beat flags it again if the check lets it go on
+        elif now < self.next_check:
+            return
+        elif watched is not None and not watched.due(now) and now < self.next_full_check:
+            self.next_check = now + CHECK_EVERY_S
+            return
+        self.check()
+        pooled.give_back()  # the rest of the stream holds no database connection
+        checked_at = time.monotonic()
+        self.next_check = checked_at + CHECK_EVERY_S
+        self.next_full_check = checked_at + FULL_CHECK_EVERY_S
 
     def close(self) -> None:
         """No draft is sent from now on: the answer is about to be stored, or the round ended."""
         with self.lock:
             self.closed = True
+        if self.watched is not None:
+            watcher.unwatch(self.watched)
         for follower in self.followers:
             follower.close()
 
