@@ -236,7 +236,8 @@ def picture_source_text(choice: endpoints.Choice, chat: endpoints.Choice, site: 
 def _picked(own: UserSettings | None, field: str) -> int | None:
     if own is None or getattr(own, f"{field}_set_by") != UserSettings.SetBy.USER:
         return None
-    return getattr(own, f"{field}_id")
+    picked: int | None = getattr(own, f"{field}_id")
+    return picked
 
 
 def _locked(own: UserSettings | None, field: str) -> bool:

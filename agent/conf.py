@@ -180,7 +180,9 @@ class _Setting(Generic[T]):
         self.name = name
 
     def __get__(self, obj: object, objtype: type | None = None) -> T:
-        return getattr(settings, "AGENT", {}).get(self.name, self.default)
+        # the site's value, as set: the system checks hold it to the rule
+        value: T = getattr(settings, "AGENT", {}).get(self.name, self.default)
+        return value
 
     def problems(self) -> list[str]:
         """What is wrong with the value the site set (or the default), in the words of a system check."""

@@ -213,7 +213,8 @@ class RedisChannelLayer(_ChannelsRedisLayer):
         if "master_name" in host:
             master_name, sentinels = host.pop("master_name"), host.pop("sentinels")
             manager = Sentinel(sentinels, sentinel_kwargs=host.pop("sentinel_kwargs", None))
-            return BlockingSentinelConnectionPool(master_name, manager, **host)
+            # redis-py's Sentinel pool leaves its __init__ unannotated
+            return BlockingSentinelConnectionPool(master_name, manager, **host)  # type: ignore[no-untyped-call]
         return super().create_pool(index)  # a host and port: channels-redis's own pool
 
 
@@ -303,7 +304,8 @@ def redis_default_socket_timeout() -> float | None:
     for cls in aioredis.Connection.__mro__:
         parameter = inspect.signature(cls).parameters.get("socket_timeout")
         if parameter is not None and parameter.default is not inspect.Parameter.empty:
-            return parameter.default
+            default: float | None = parameter.default  # as redis-py declares it
+            return default
     return None
 
 

@@ -3,7 +3,7 @@ from all but ``agent.view_chat_content`` holders."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
 from django.db.models import QuerySet, Sum
@@ -15,8 +15,18 @@ from ..models import Attachment, Confirmation, Conversation, Message, OffPurpose
 from ..turns import monitor
 from .permissions import MANAGE, VIEW_CONTENT, ManageAgentMixin, ReadOnlyMixin, may_read_content
 
+if TYPE_CHECKING:  # Django's admin classes are generic in its stubs only
+    _ContentInlineBase = admin.TabularInline[Any, Conversation]  # a chat's rows, of the subclass's model
+    _ConversationBase = admin.ModelAdmin[Conversation]
+    _TurnBase = admin.ModelAdmin[Turn]
+    _ConfirmationBase = admin.ModelAdmin[Confirmation]
+    _OffPurposeFlagBase = admin.ModelAdmin[OffPurposeFlag]
+else:
+    _ContentInlineBase = admin.TabularInline
+    _ConversationBase = _TurnBase = _ConfirmationBase = _OffPurposeFlagBase = admin.ModelAdmin
 
-class ContentInline(admin.TabularInline):
+
+class ContentInline(_ContentInlineBase):
     """A read-only inline for staff with manage_agent; its text shows only to view_chat_content holders."""
 
     _may_read = False
@@ -101,7 +111,7 @@ class AttachmentInline(ContentInline):
 
 
 @admin.register(Conversation)
-class ConversationAdmin(ManageAgentMixin, admin.ModelAdmin):
+class ConversationAdmin(ManageAgentMixin, _ConversationBase):
     """A chat's title is the user's words (by default the start of their first message): it shows
     to ``agent.view_chat_content`` holders only, everyone else sees the chat's id."""
 
@@ -136,7 +146,8 @@ class ConversationAdmin(ManageAgentMixin, admin.ModelAdmin):
         return "—"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:
-        return super().get_queryset(request).select_related("user").annotate(total_cost=Sum("messages__cost_usd"))
+        rows: QuerySet[Conversation] = super().get_queryset(request)
+        return rows.select_related("user").annotate(total_cost=Sum("messages__cost_usd"))
 
     @admin.display(description=_("cost (USD)"), ordering="total_cost")
     def cost(self, obj: Conversation) -> Any:
@@ -166,7 +177,7 @@ class ConversationAdmin(ManageAgentMixin, admin.ModelAdmin):
 
 
 @admin.register(Turn)
-class TurnAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class TurnAdmin(ReadOnlyMixin, _TurnBase):
     list_display = ["id", "user", "conversation", "status", "end_reason", "created_at", "ended_at"]
     list_filter = ["status", "end_reason"]
     search_fields = ["id", "user__username"]
@@ -180,7 +191,7 @@ class TurnAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 @admin.register(Confirmation)
-class ConfirmationAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class ConfirmationAdmin(ReadOnlyMixin, _ConfirmationBase):
     list_display = ["tool_name", "user", "conversation", "status", "created_at", "decided_at"]
     list_filter = ["status", "tool_name"]
     search_fields = ["user__username", "tool_name"]
@@ -188,7 +199,7 @@ class ConfirmationAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 @admin.register(OffPurposeFlag)
-class OffPurposeFlagAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class OffPurposeFlagAdmin(ReadOnlyMixin, _OffPurposeFlagBase):
     """A flag's reason quotes what the user asked: shown and searched for content readers only."""
 
     list_display = ["created_at", "user", "reason_hidden", "turn_ref"]

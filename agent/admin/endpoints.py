@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin, messages
@@ -26,8 +26,17 @@ from .permissions import (
     may_read_content,
 )
 
+if TYPE_CHECKING:  # Django's admin and form classes are generic in its stubs only
+    _EndpointFormBase = forms.ModelForm[Endpoint]
+    _EndpointBase = admin.ModelAdmin[Endpoint]
+    _AgentSettingsBase = admin.ModelAdmin[AgentSettings]
+    _UserSettingsBase = admin.ModelAdmin[UserSettings]
+else:
+    _EndpointFormBase = forms.ModelForm
+    _EndpointBase = _AgentSettingsBase = _UserSettingsBase = admin.ModelAdmin
 
-class EndpointForm(forms.ModelForm):
+
+class EndpointForm(_EndpointFormBase):
     """An endpoint's key never moves with it by accident: a new base URL drops the stored key unless
     this form gives a new one, and sending a variable's key to a new URL takes a tick."""
 
@@ -58,7 +67,7 @@ class EndpointForm(forms.ModelForm):
             }
 
     def clean_adapter(self) -> str:
-        path = self.cleaned_data["adapter"].strip()
+        path: str = self.cleaned_data["adapter"].strip()
         if "." in path and not providers.in_site_code(path):
             raise forms.ValidationError(
                 _("%(path)s is not in the site's code: name a class in an installed app or the site's own package."),
@@ -72,7 +81,7 @@ class EndpointForm(forms.ModelForm):
         return path
 
     def clean_api_key_env(self) -> str:
-        name = self.cleaned_data["api_key_env"].strip()
+        name: str = self.cleaned_data["api_key_env"].strip()
         if name and not endpoint_rules.key_env_allowed(name):
             raise forms.ValidationError(
                 _("Only a variable whose name starts with %(prefix)s may hold a key."),
@@ -127,7 +136,7 @@ class EndpointForm(forms.ModelForm):
 
 
 @admin.register(Endpoint)
-class EndpointAdmin(ManageAgentMixin, admin.ModelAdmin):
+class EndpointAdmin(ManageAgentMixin, _EndpointBase):
     """Adding, changing and deleting endpoints takes ``agent.manage_endpoints`` too: an endpoint
     decides where users' chats and the site's keys go. Without it the page is read-only."""
 
@@ -219,7 +228,7 @@ class EndpointAdmin(ManageAgentMixin, admin.ModelAdmin):
 
 
 @admin.register(AgentSettings)
-class AgentSettingsAdmin(ManageAgentMixin, admin.ModelAdmin):
+class AgentSettingsAdmin(ManageAgentMixin, _AgentSettingsBase):
     filter_horizontal = ["selectable_endpoints"]
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
@@ -241,7 +250,7 @@ class AgentSettingsAdmin(ManageAgentMixin, admin.ModelAdmin):
 
 
 @admin.register(UserSettings)
-class UserSettingsAdmin(ManageAgentMixin, admin.ModelAdmin):
+class UserSettingsAdmin(ManageAgentMixin, _UserSettingsBase):
     """A user's own instructions are theirs: never editable here, shown to content readers only."""
 
     list_display = [

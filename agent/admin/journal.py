@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import date, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
@@ -20,9 +20,14 @@ from ..models import AIRequest
 from .permissions import MANAGE, ReadOnlyMixin
 from .reports import cost_charts, endpoint_health, journal_csv, telegram_health
 
+if TYPE_CHECKING:  # Django's admin classes are generic in its stubs only
+    _AIRequestBase = admin.ModelAdmin[AIRequest]
+else:
+    _AIRequestBase = admin.ModelAdmin
+
 
 @admin.register(AIRequest)
-class AIRequestAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class AIRequestAdmin(ReadOnlyMixin, _AIRequestBase):
     list_display = [
         "created_at",
         "user",

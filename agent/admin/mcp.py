@@ -7,7 +7,7 @@ with a token lists each call's method, tool and outcome, never its arguments or 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.db.models import Count, Q, QuerySet
@@ -19,6 +19,12 @@ from django.utils.translation import ngettext
 from ..mcp import tokens
 from ..models import McpCall, McpToken
 from .permissions import MANAGE, ReadOnlyMixin
+
+if TYPE_CHECKING:  # Django's admin classes are generic in its stubs only
+    _McpTokenBase = admin.ModelAdmin[McpToken]
+    _McpCallBase = admin.ModelAdmin[McpCall]
+else:
+    _McpTokenBase = _McpCallBase = admin.ModelAdmin
 
 
 class LiveTokenFilter(admin.SimpleListFilter):
@@ -38,7 +44,7 @@ class LiveTokenFilter(admin.SimpleListFilter):
 
 
 @admin.register(McpToken)
-class McpTokenAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class McpTokenAdmin(ReadOnlyMixin, _McpTokenBase):
     list_display = ["name", "user", "created_at", "expires_at", "last_used_at", "calls", "live"]
     list_filter = [LiveTokenFilter]
     search_fields = ["user__username", "user__email", "name"]
@@ -47,7 +53,8 @@ class McpTokenAdmin(ReadOnlyMixin, admin.ModelAdmin):
     actions = ["revoke"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[McpToken]:
-        return super().get_queryset(request).annotate(call_count=Count("calls"))
+        rows: QuerySet[McpToken] = super().get_queryset(request)
+        return rows.annotate(call_count=Count("calls"))
 
     @admin.display(description=_("calls"), ordering="call_count")
     def calls(self, obj: Any) -> int:
@@ -69,7 +76,7 @@ class McpTokenAdmin(ReadOnlyMixin, admin.ModelAdmin):
 
 
 @admin.register(McpCall)
-class McpCallAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class McpCallAdmin(ReadOnlyMixin, _McpCallBase):
     list_display = ["at", "token_name", "user", "client", "method", "tool_name", "outcome"]
     list_filter = ["method", "outcome"]
     search_fields = ["token_name", "user__username", "tool_name", "client"]

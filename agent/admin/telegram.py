@@ -5,7 +5,7 @@ Read-only but for the revoke action; the Telegram chat's id never shows (it is h
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet
@@ -16,6 +16,11 @@ from django.utils.translation import ngettext
 from ..models import TelegramLink
 from ..telegram import links
 from .permissions import MANAGE, ReadOnlyMixin
+
+if TYPE_CHECKING:  # Django's admin classes are generic in its stubs only
+    _TelegramLinkBase = admin.ModelAdmin[TelegramLink]
+else:
+    _TelegramLinkBase = admin.ModelAdmin
 
 
 class LiveFilter(admin.SimpleListFilter):
@@ -34,7 +39,7 @@ class LiveFilter(admin.SimpleListFilter):
 
 
 @admin.register(TelegramLink)
-class TelegramLinkAdmin(ReadOnlyMixin, admin.ModelAdmin):
+class TelegramLinkAdmin(ReadOnlyMixin, _TelegramLinkBase):
     list_display = ["user", "name", "created_at", "revoked_at", "live"]
     list_filter = [LiveFilter]
     search_fields = ["user__username", "user__email", "name"]

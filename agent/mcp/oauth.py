@@ -252,9 +252,11 @@ def _connection_history(user_id: Any, live_refresh: QuerySet[Any]) -> QuerySet[A
     """The live refresh tokens and those they rotated from (one family, since the consent): so a
     client that refreshes still shows when the user connected it."""
     families = live_refresh.exclude(token_family=None).values("token_family")
-    history = get_refresh_token_model().objects.filter(user_id=user_id)  # a rotated one has lost its access token
+    # every refresh token of the user's: a rotated one has lost its access token
+    history: QuerySet[Any] = get_refresh_token_model().objects.filter(user_id=user_id)
     return history.filter(Q(pk__in=live_refresh.values("pk")) | Q(token_family__in=families)).order_by()
 
 
 def _first_created(tokens: QuerySet[Any]) -> QuerySet[Any]:
-    return tokens.values("application_id").annotate(first=Min("created")).values_list("application_id", "first")
+    firsts: QuerySet[Any] = tokens.values("application_id").annotate(first=Min("created"))
+    return firsts.values_list("application_id", "first")

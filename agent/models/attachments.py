@@ -1,5 +1,5 @@
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.files.storage import Storage, storages
@@ -10,8 +10,13 @@ from django.utils import timezone
 from django.utils.functional import LazyObject, empty
 from django.utils.translation import gettext_lazy as _
 
+if TYPE_CHECKING:  # a LazyObject passes for what it wraps, ``isinstance`` too: to the type checker, a storage
+    _LazyStorage = Storage
+else:
+    _LazyStorage = LazyObject
 
-class _AttachmentStorage(LazyObject):
+
+class _AttachmentStorage(_LazyStorage):
     """The storage named by ``AGENT["ATTACHMENT_STORAGE"]`` (an alias of ``settings.STORAGES``).
 
     Read here, not through ``agent.conf``: models sit below the settings layer.
@@ -31,7 +36,7 @@ def _forget_storage(setting: str, **kwargs: Any) -> None:
 
 
 def select_storage() -> Storage:
-    return attachment_storage  # type: ignore[return-value]
+    return attachment_storage
 
 
 def stored_name(attachment: "Attachment", filename: str) -> str:
@@ -84,7 +89,7 @@ class Attachment(models.Model):
     @property
     def stored_as(self) -> str:
         """The file's name in its storage: every row is created with its file, so it always has one."""
-        name = self.file.name
+        name: str | None = self.file.name
         if not name:
             raise ValueError(f"attachment {self.id} has no stored file")
         return name

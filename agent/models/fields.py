@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import base64
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import models
 from django.utils.crypto import salted_hmac
 
+if TYPE_CHECKING:  # generic in Django's stubs only: text in, text out
+    from cryptography.fernet import MultiFernet
 
-class SealedCharField(models.CharField):
+    _CharField = models.CharField[str, str]
+else:
+    _CharField = models.CharField
+
+
+class SealedCharField(_CharField):
     """Text stored encrypted (Fernet) under a key derived from ``SECRET_KEY`` for ``purpose``.
 
     Older values still open with ``SECRET_KEY_FALLBACKS``; a value no key opens reads as empty,
@@ -56,7 +63,7 @@ def _secrets() -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=8)
-def _fernet(purpose: str, secrets: tuple[str, ...]) -> Any:
+def _fernet(purpose: str, secrets: tuple[str, ...]) -> MultiFernet:
     """One key per secret, the first encrypting; a purpose of its own so no other use of
     ``SECRET_KEY`` (cookies, signed values) shares it."""
     from cryptography.fernet import Fernet, MultiFernet

@@ -59,7 +59,8 @@ def strict_policy(view: Callable[..., Any]) -> Callable[..., Any]:
         csp = import_module("django.views.decorators.csp")
     except ImportError:
         return view
-    return csp.csp_report_only_override({})(csp.csp_override(POLICY_DIRECTIVES)(view))
+    page: Callable[..., Any] = csp.csp_report_only_override({})(csp.csp_override(POLICY_DIRECTIVES)(view))
+    return page
 
 
 INVALID_STATUS = {"file_too_large": 413, "unsupported_type": 415, "too_many_files": 409, "voice_too_large": 413}

@@ -14,6 +14,7 @@ from typing import Any
 
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import escapeHtml
+from markdown_it.renderer import RendererHTML
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
@@ -41,7 +42,7 @@ def _build() -> MarkdownIt:
     return md
 
 
-def _cell_open(self: Any, tokens: list[Any], idx: int, options: Any, env: Any) -> str:
+def _cell_open(self: RendererHTML, tokens: list[Any], idx: int, options: Any, env: Any) -> str:
     """A column's alignment as a class: markdown-it writes a ``style`` the CSP would refuse."""
     token = tokens[idx]
     style = token.attrGet("style") or ""
@@ -51,7 +52,7 @@ def _cell_open(self: Any, tokens: list[Any], idx: int, options: Any, env: Any) -
     return self.renderToken(tokens, idx, options, env)
 
 
-def _link_open(self: Any, tokens: list[Any], idx: int, options: Any, env: Any) -> str:
+def _link_open(self: RendererHTML, tokens: list[Any], idx: int, options: Any, env: Any) -> str:
     tokens[idx].attrSet("rel", "noopener noreferrer nofollow")
     tokens[idx].attrSet("target", "_blank")
     return self.renderToken(tokens, idx, options, env)
@@ -86,7 +87,8 @@ _markdown = _build()
 
 def render_markdown(text: str) -> str:
     """Safe HTML for a model's answer."""
-    return _markdown.render(text or "")
+    html: str = _markdown.render(text or "")  # the HTML renderer's
+    return html
 
 
 @functools.lru_cache(maxsize=64)
