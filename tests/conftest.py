@@ -155,7 +155,8 @@ POOLED = (
     "faults/test_worker_crash.py",
     "faults/test_lost_turn.py",
 )
-"""Where the tests that ``.ci/pooler`` runs behind PgBouncer on Django 5.2 live: each of them that touches the database."""
+"""Where the tests that ``.ci/pooler`` runs behind PgBouncer on Django 5.2 live: each of them that touches the
+database."""
 NOT_POOLED = (
     "attachments/test_extraction.py",  # the parsers' own time; the statements around them are the API's
     "faults/test_worker_crash.py::test_a_killed_worker_frees_the_chat_and_every_tab_is_told[child-tool]",

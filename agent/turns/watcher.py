@@ -62,6 +62,7 @@ class Watcher:
         self._lock = threading.Lock()
         self._waiting = threading.Condition(self._lock)
         self._pid: int | None = None
+        self._failing = False  # the last beat could not read: warned once until one can
 
     def watch(self, turn: Turn, actor: Any) -> Watch | None:
         """Watch ``turn`` until ``unwatch``; None where its actor is not read here (a session of
@@ -94,7 +95,10 @@ class Watcher:
                     while not self._watches:
                         self._waiting.wait()
             time.sleep(BEAT_S)
-            self.beat()
+            try:
+                self.beat()
+            except Exception:  # the turns check themselves meanwhile: their watches go stale
+                logger.exception("agent: the turn watcher's beat failed")
 
     def beat(self) -> None:
         """Read every watched turn once and flag those a stop, a lost lease or an ended actor ends."""
@@ -106,11 +110,14 @@ class Watcher:
         try:
             live = _live_turns(watching)
         except DatabaseError:
-            logger.warning("agent: the turn watcher could not read its turns; each checks itself meanwhile")
+            if not self._failing:
+                logger.warning("agent: the turn watcher cannot read its turns; each checks itself meanwhile")
+            self._failing = True
             connection.close()  # the next beat opens a fresh one
             return
         finally:
             pooled.give_back()
+        self._failing = False
         for entry in watching:
             if entry.turn_id in live:
                 entry.seen_at = read_at
