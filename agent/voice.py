@@ -70,7 +70,7 @@ def transcribe(ref: Actor, conversation_id: Any, audio: Any, *, impersonated: bo
     return transcript.text
 
 
-def available(user: Any, user_settings: Any = None) -> bool:
+def available(user: Any, user_settings: Any = endpoints.UNREAD) -> bool:
     """Whether ``user`` has a speech endpoint now: the page offers its microphone only then."""
     return endpoints.speech(user, user_settings=user_settings).endpoint is not None
 

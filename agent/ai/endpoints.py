@@ -34,28 +34,32 @@ def key_env_allowed(name: str) -> bool:
     return bool(prefix) and isinstance(prefix, str) and name.startswith(prefix) and len(name) > len(prefix)
 
 
-def effective(user: Any, *, pictures: bool = False, user_settings: Any = None) -> Choice:
+UNREAD: Any = object()
+"""What a caller that has not read the user's settings row passes (the default): it is read here."""
+
+
+def effective(user: Any, *, pictures: bool = False, user_settings: Any = UNREAD) -> Choice:
     """The endpoint a turn of ``user`` uses now; with ``pictures``, the one for a turn with pictures.
 
-    ``user_settings`` saves a query when the caller already read the user's row.
+    ``user_settings`` saves a query when the caller already read the user's row (None: there is none).
     """
-    own = user_settings if user_settings is not None else _own_settings(user)
+    own = _own_settings(user) if user_settings is UNREAD else user_settings
     site = AgentSettings.current()
     if pictures:
         return _pictures(own, site)
     return _choose(own, "endpoint", site, site.default_endpoint)
 
 
-def speech(user: Any, *, user_settings: Any = None) -> Choice:
+def speech(user: Any, *, user_settings: Any = UNREAD) -> Choice:
     """The endpoint that turns ``user``'s voice into text: their own (chosen as a chat endpoint is),
     else the site's speech endpoint; its ``endpoint`` is None when neither can transcribe now."""
-    own = user_settings if user_settings is not None else _own_settings(user)
+    own = _own_settings(user) if user_settings is UNREAD else user_settings
     return _speech(own, AgentSettings.current())
 
 
-def chosen(user: Any, *, user_settings: Any = None) -> dict[str, Choice]:
+def chosen(user: Any, *, user_settings: Any = UNREAD) -> dict[str, Choice]:
     """Every choice at once, for the panel and the admin: ``{"chat": ..., "pictures": ..., "speech": ...}``."""
-    own = user_settings if user_settings is not None else _own_settings(user)
+    own = _own_settings(user) if user_settings is UNREAD else user_settings
     site = AgentSettings.current()
     return {
         "chat": _choose(own, "endpoint", site, site.default_endpoint),

@@ -66,8 +66,9 @@ class AgentSettings(models.Model):
 
     @classmethod
     def current(cls) -> "AgentSettings":
-        """The one settings row, created with defaults on first use."""
-        row, _created = cls.objects.get_or_create(pk=1)
+        """The one settings row, created with defaults on first use, with its endpoints in the same read."""
+        related = cls.objects.select_related("default_endpoint", "picture_endpoint", "speech_endpoint")
+        row, _created = related.get_or_create(pk=1)
         return row
 
 

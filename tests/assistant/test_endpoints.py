@@ -39,6 +39,15 @@ def test_without_a_personal_endpoint_the_site_default_answers(user: Any, endpoin
     assert effective_endpoint(user) == endpoint
 
 
+def test_a_caller_that_read_no_settings_row_costs_one_read_of_the_site_settings_with_their_endpoints(
+    user: Any, endpoint: Endpoint, django_assert_num_queries: Any
+) -> None:
+    AgentSettings.current()  # the row exists, as on any site that has served a turn
+    with django_assert_num_queries(1):
+        choice = effective(user, user_settings=None)  # the scope's check found no row of the user's
+    assert (choice.endpoint, choice.source) == (endpoint, "default")
+
+
 def test_staff_may_set_any_endpoint_even_one_off_the_allow_list(user: Any, endpoint: Endpoint) -> None:
     mine = other("staff pick")
     own(user, endpoint=mine, endpoint_set_by=STAFF)
