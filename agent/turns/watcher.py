@@ -58,10 +58,15 @@ class Watcher:
     process (a forked worker child starts its own)."""
 
     def __init__(self) -> None:
+        self._begin()
+
+    def _begin(self) -> None:
+        """Nothing watched and no thread yet: at creation, and in a forked child, where the parent's
+        thread did not come along and its lock may have been held at the fork."""
         self._watches: dict[Any, Watch] = {}
         self._lock = threading.Lock()
         self._waiting = threading.Condition(self._lock)
-        self._pid: int | None = None
+        self._started = False
         self._failing = False  # the last beat could not read: warned once until one can
 
     def watch(self, turn: Turn, actor: Any) -> Watch | None:
@@ -74,9 +79,8 @@ class Watcher:
         else:
             return None
         with self._lock:
-            if self._pid != os.getpid():  # a new process: the parent's thread did not come along
-                self._pid = os.getpid()
-                self._watches = {}
+            if not self._started:
+                self._started = True
                 threading.Thread(target=self._run, name="agent-turn-watcher", daemon=True).start()
             self._watches[turn.pk] = entry
             self._waiting.notify()
@@ -159,3 +163,5 @@ def _live_sessions(keys: set[str]) -> set[str]:
 
 watcher = Watcher()
 """The one of this process."""
+
+os.register_at_fork(after_in_child=watcher._begin)  # a prefork worker's child starts its own

@@ -3,6 +3,7 @@ turns a stop, a lost lease or an ended actor ends, and a draft that checks itsel
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import timedelta
 from typing import Any, Iterator
@@ -18,6 +19,7 @@ from agent.models import Lock, TelegramLink, Turn
 from agent.turns import stream
 from agent.turns.runner import claim
 from agent.turns.watcher import BEAT_S, FULL_CHECK_EVERY_S, Watch, Watcher
+from agent.turns.watcher import watcher as of_this_process
 from tests.support.factories import ConversationFactory
 from tests.support.sessions import login
 
@@ -174,3 +176,17 @@ def test_a_flagged_draft_checks_at_once_and_one_whose_watcher_fell_behind_checks
         clock.now += 0.25
         draft.watch()
     assert [at - stalled_since for at in checks[2:]] == pytest.approx([1.0, 1.5, 2.0])
+
+
+def test_a_forked_child_starts_with_nothing_watched_no_lock_held_and_no_thread_yet() -> None:
+    of_this_process._watches["a parent's turn"] = Watch.__new__(Watch)
+    try:
+        with of_this_process._lock:  # held by another thread of the parent at the fork
+            child = os.fork()
+            if child == 0:
+                fresh = not of_this_process._watches and not of_this_process._started
+                os._exit(0 if fresh and not of_this_process._lock.locked() else 1)
+        _pid, status = os.waitpid(child, 0)
+    finally:
+        del of_this_process._watches["a parent's turn"]
+    assert os.waitstatus_to_exitcode(status) == 0
