@@ -50,6 +50,10 @@ class Network:
         self.blocked = False
 
 
+RETRY_SOCKET_MS = 30_000
+"""How often the page tries the websocket again while it is on the event stream (chat/socket.js)."""
+
+
 def shown_once(page: Page, text: str) -> None:
     assert (page.locator("#message-log").text_content() or "").count(text) == 1
 
@@ -94,6 +98,7 @@ def test_the_page_returns_to_the_websocket_when_it_gets_through_again(
 ):
     # given: the page is on the event stream, with a chat answered over it
     network = Network(browser_context, tab)
+    tab.clock.install()  # the page's timers, run on at will below
     model_server.push(answer("First, over HTTP."), answer("Second, over the websocket."))
     sign_in(tab, user)
     send(tab, "first")
@@ -101,9 +106,11 @@ def test_the_page_returns_to_the_websocket_when_it_gets_through_again(
     expect(tab.locator("#composer-text")).to_be_enabled()
     assert network.streams >= 1
 
-    # when: websockets get through again, the page's next try in the background is ready
+    # when: websockets get through again, and the page's next try in the background comes (within
+    # half a minute: the page's clock is moved on by that much)
     network.unblock()
-    for _ in range(450):  # the next try comes within half a minute
+    tab.clock.fast_forward(RETRY_SOCKET_MS)
+    for _ in range(100):
         if any('"type": "subscribed"' in frame for frame in network.socket_frames):
             break
         tab.wait_for_timeout(100)
