@@ -25,7 +25,7 @@ from django.db.models import Exists, OuterRef
 from django.db.models.functions import Now
 
 from .. import pooled
-from ..access import SessionRef, TelegramRef, sessions_in_sql
+from ..access import Actor, SessionRef, TelegramRef, sessions_in_sql
 from ..models import TelegramLink, Turn
 from . import locks
 
@@ -69,7 +69,7 @@ class Watcher:
         self._started = False
         self._failing = False  # the last beat could not read: warned once until one can
 
-    def watch(self, turn: Turn, actor: Any) -> Watch | None:
+    def watch(self, turn: Turn, actor: Actor) -> Watch | None:
         """Watch ``turn`` until ``unwatch``; None where its actor is not read here (a session of
         an engine outside SQL): that turn checks itself at every beat, as before."""
         if isinstance(actor, TelegramRef):
@@ -132,8 +132,9 @@ class Watcher:
 def _live_turns(watching: list[Watch]) -> set[Any]:
     """The ids of the watched turns still running, unstopped, with all their leases and a live actor."""
     rows = (
-        Turn.objects.filter(pk__in=[entry.turn_id for entry in watching], status=Turn.Status.RUNNING)
-        .filter(stop_requested_at__isnull=True)
+        Turn.objects.filter(
+            pk__in=[entry.turn_id for entry in watching], status=Turn.Status.RUNNING, stop_requested_at__isnull=True
+        )
         .annotate(
             agent_leases=locks.leases_held(OuterRef("pk")),
             agent_link_live=Exists(
