@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -78,6 +79,27 @@ def _no_turn_left_running(transactional_db: Any) -> Iterator[None]:
     for pk in running.values_list("pk", flat=True):
         monitor.request_stop(pk)
     wait_until(lambda: not running.exists(), timeout=30, what="the test's running turns to end")
+    _let_the_server_finish()
+
+
+SERVER_QUIET_S = 5
+"""How long the database's emptying waits for the requests a closed page left at the server."""
+
+
+def _let_the_server_finish() -> None:
+    """Wait (a while, no longer) until no other session of the test database runs a statement or holds a
+    transaction: a request the closed page left at daphne, reading while the tables are emptied, would
+    deadlock with the emptying's TRUNCATE."""
+    deadline = time.monotonic() + SERVER_QUIET_S
+    while time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid() AND backend_type = 'client backend' AND state <> 'idle'"
+            )
+            if cursor.fetchone()[0] == 0:
+                return
+        time.sleep(0.05)
 
 
 @pytest.fixture
