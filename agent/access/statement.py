@@ -44,18 +44,12 @@ def sessions_in_sql() -> bool:
     return session_kind() == SQL_SESSION
 
 
-CHECKS_ONLY = Columns("agent.access.checks", dict)
-"""No columns of a caller's own: the plain check of a request or a frame, compiled once per thread too."""
-
-
 def statement_for(kind: str, checked: tuple[str, ...], annotations: Columns | dict[str, Any] | None) -> Statement:
     """The statement for this kind of actor with the caller's ``annotations``: compiled once per
-    thread for a ``Columns`` (or none), else built for this call."""
-    if annotations is None:
-        annotations = CHECKS_ONLY
+    thread for a ``Columns``, else built for this call."""
     if isinstance(annotations, Columns):
         return _compiled(kind, checked, annotations)
-    return Statement(_checks_queryset(kind, checked, annotations), annotations)
+    return Statement(_checks_queryset(kind, checked, annotations or {}), annotations or {})
 
 
 def _compiled(kind: str, checked: tuple[str, ...], columns: Columns) -> Statement:

@@ -15,7 +15,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from agent import errors
-from agent.access import authorize_session, authorize_with, prepare_check
+from agent.access import authorize_session, authorize_with
 from agent.statements import Columns, slot
 from tests.support.factories import UserFactory
 from tests.support.sessions import login
@@ -102,11 +102,3 @@ def test_a_callers_columns_are_bound_afresh_on_every_call(make_user: Any) -> Non
     user.user_permissions.remove(_permission("notes.view_note"))
     scope, _row = authorize_with(ref, impersonated=False, annotations=NOTE_COUNT, values={"since": hour_ago})
     assert not scope.has_perm("notes.view_note")
-
-
-def test_the_plain_check_of_a_request_is_compiled_once_per_thread_and_bound_afresh(make_user: Any) -> None:
-    first_ref, second_ref = (login(make_user(username=name))[1] for name in ("first", "second"))
-    first, second = (prepare_check(ref, impersonated=False) for ref in (first_ref, second_ref))
-    assert first.statement is second.statement  # one compiled statement for every plain check
-    assert first.params != second.params  # each with its own session and user
-    assert authorize_session(second_ref, impersonated=False).user_id == second_ref.user_id
