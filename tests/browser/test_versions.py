@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from playwright.sync_api import expect
 
@@ -56,6 +58,40 @@ def test_edit_switch_and_regenerate_follow_in_a_second_tab(browser_context, tab,
         expect(page.locator(".msg-assistant .msg-versions-at")).to_have_text("2/2")
         expect(page.locator(".msg-user .bubble")).to_have_text(["kittens?"])
     assert model_server.requests[-1]["messages"][-1] == {"role": "user", "content": "kittens?"}
+
+
+def test_an_answer_stored_while_a_tab_rereads_its_line_is_not_wiped_by_the_older_read(
+    browser_context, tab, user, endpoint, model_server
+):
+    # given a chat open in two tabs, the second one's reads of the line held back by the network
+    model_server.push(answer("Cats purr."), answer("Kittens play.", delay=1))
+    sign_in(tab, user)
+    send(tab, "cats?")
+    expect(tab.locator(".msg-assistant .bubble")).to_have_text("Cats purr.")
+    other = browser_context.new_page()
+    other.goto(tab.url)
+    expect(other.locator(".msg-assistant .bubble")).to_have_text("Cats purr.")
+    held: list[tuple[Any, Any]] = []
+    other.route(lambda url: "latest=1" in url, lambda route: held.append((route, route.fetch())))
+
+    # when the message is edited in the first tab: the second tab reads its new line before the answer is
+    # stored, and the answer's own frame reaches it before that read does
+    first = tab.locator(".msg-user").first
+    first.locator(".msg-edit").click()
+    first.locator(".msg-editor-text").fill("kittens?")
+    first.locator(".msg-editor-save").click()
+    expect(other.locator(".msg-assistant .bubble", has_text="Kittens play.")).to_be_visible()
+    assert held, "the second tab read its line"
+    other.locator("#message-log > *").evaluate_all(
+        "shown => shown.forEach((element) => element.classList.add('shown-before'))"
+    )
+    for route, response in held:
+        route.fulfill(response=response)
+
+    # then once the read is shown, the answer stored after it is still there
+    expect(other.locator("#message-log .shown-before")).to_have_count(0)
+    expect(other.locator(".msg-user .bubble")).to_have_text(["kittens?"])
+    expect(other.locator(".msg-assistant .bubble")).to_have_text(["Kittens play."])
 
 
 def test_copy_puts_the_whole_message_on_the_clipboard(browser_context, tab, user, endpoint, model_server):

@@ -7,13 +7,13 @@
 
 import { messageFor, SESSION_CODES, showBanner, state } from "./page.js";
 import { chatGone, putChat, refreshDetail, showHeader } from "./chats.js";
-import { addMessages, dropDraft, reloadLine, showDraft } from "./messages.js";
+import { dropDraft, messagesArrived, reloadLine, showDraft } from "./messages.js";
 import { applyTurn, signedOut } from "./composer.js";
 
 export function handleFrame(frame) {
   switch (frame.type) {
     case "message":
-      addMessages([frame.message]);
+      messagesArrived([frame.message]);
       break;
     case "delta":
       showDraft(frame);
@@ -60,7 +60,7 @@ export function handleFrame(frame) {
 export function caughtUp(frame) {
   // The event stream, reopened by the browser, sent what came after the last message shown.
   if (frame.conversation === state.current) {
-    addMessages(frame.messages);
+    messagesArrived(frame.messages);
     refreshDetail();
   }
 }

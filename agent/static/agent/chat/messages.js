@@ -592,10 +592,34 @@ export function setActionsEnabled(idle) {
   });
 }
 
+const reloads = { started: 0, pending: 0, arrived: [] };
+// The line's reads in flight, and the messages that came on frames meanwhile: a read that left before
+// a message was stored must not wipe it from the log when its answer comes in after the message.
+
+export function messagesArrived(views) {
+  // Messages the live transport delivered: shown now, and kept for the line's reads in flight.
+  if (reloads.pending) {
+    reloads.arrived.push(...views);
+  }
+  addMessages(views);
+}
+
 export async function reloadLine(chat) {
   // The chat's line changed (here or in another tab): its latest page replaces what the log shows.
-  const data = await api("GET", urlFor("messages", chat) + "?latest=1&limit=" + PAGE);
-  if (chat !== state.current) {
+  // Only the read that left last is shown, with what arrived on frames after its page was read.
+  const generation = ++reloads.started;
+  reloads.pending += 1;
+  let data;
+  try {
+    data = await api("GET", urlFor("messages", chat) + "?latest=1&limit=" + PAGE);
+  } finally {
+    reloads.pending -= 1;
+  }
+  const arrived = reloads.arrived;
+  if (!reloads.pending) {
+    reloads.arrived = [];
+  }
+  if (chat !== state.current || generation !== reloads.started) {
     return;
   }
   state.messages.clear();
@@ -605,5 +629,7 @@ export async function reloadLine(chat) {
   ui.log.replaceChildren();
   state.olderDone = data.messages.length < PAGE;
   ui.emptyState.hidden = data.messages.length > 0;
-  addMessages(data.messages, { scrollDown: true });
+  const newest = Math.max(-Infinity, ...data.messages.map((view) => view.seq));
+  const later = arrived.filter((view) => view.seq > newest); // stored after the page was read
+  addMessages(data.messages.concat(later), { scrollDown: true });
 }
