@@ -39,7 +39,7 @@ export async function request(method, url, body) {
   } catch (error) {
     throw new ApiError("network");
   }
-  let data = null;
+  let data;
   try {
     data = await response.json();
   } catch (error) {

@@ -69,7 +69,7 @@ export function keepWords(chat, text = ui.text.value) {
 }
 
 export function restoreWords(chat) {
-  let kept = null;
+  let kept;
   try {
     kept = localStorage.getItem(draftKey(chat));
   } catch (error) {

@@ -571,7 +571,7 @@ async function copyText(text, button, element) {
     box.readOnly = true;
     element.append(box);
     box.select();
-    let copied = false;
+    let copied;
     try {
       copied = document.execCommand("copy");
     } catch (ignored) {
