@@ -20,9 +20,9 @@ from django.utils.translation import gettext_lazy
 
 from . import notices
 from .access import Actor, Scope, authorize_session
-from .conf import agent_settings
 from .conversations import parse_uuid
-from .errors import Expired, NotFound, NotWaiting, ToolFailed
+from .core.conf import agent_settings
+from .core.errors import Expired, NotFound, NotWaiting, ToolFailed
 from .models import Confirmation, Conversation, Message
 from .tools.registry import Refused, Tool, ToolContext, ToolResult, compute_fingerprint, may_write, registry
 

@@ -8,7 +8,7 @@ from django.db import transaction
 from django.utils.translation import gettext_lazy
 
 from .ai import endpoints
-from .errors import NotFound
+from .core.errors import NotFound
 from .limits import caps
 from .models import Message, Turn
 

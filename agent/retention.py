@@ -7,7 +7,7 @@ from datetime import timedelta
 from django.db.models import Q
 from django.utils import timezone
 
-from .conf import agent_settings
+from .core.conf import agent_settings
 from .limits import quotas
 from .models import Conversation
 

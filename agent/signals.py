@@ -18,8 +18,8 @@ from django.contrib.auth.signals import user_logged_out
 from django.db.models.signals import m2m_changed, post_delete, post_save, pre_delete, pre_save
 from django.dispatch import receiver
 
-from . import events
-from .events import SITE_GROUP, session_group, user_group
+from .core import events
+from .core.events import SITE_GROUP, session_group, user_group
 from .models import AgentSettings, Turn, UserSettings
 from .turns import locks
 

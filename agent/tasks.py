@@ -11,7 +11,7 @@ from typing import Any
 
 from celery import Task, shared_task
 
-from .conf import agent_settings
+from .core.conf import agent_settings
 
 
 class AgentTask(Task):

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from .conf import agent_settings
+from .core.conf import agent_settings
 from .mcp.tokens import oauth_on
 from .telegram import webhook
 from .web import event_stream, files, panel, views, voice

@@ -10,7 +10,7 @@
    this process's ``time.monotonic()``. For 1 and 10 tabs (``--tabs``).
 2. Coalescing: a chunk every ``--fast-chunk-ms`` (7.5) for about 3 s; the
    deltas a tab got, the gaps between them as it read them, and the gaps
-   between the runner's sends (timed by a shim on ``agent.events.answer_delta``).
+   between the runner's sends (timed by a shim on ``agent.core.events.answer_delta``).
 3. Non-model time per round with streaming on and off, turns alternating, each
    in its own short chat, timed by ``bench/turn_overhead.py``'s shims and
    ``run_one``; the endpoint's ``supports_streaming`` is switched between turns.
@@ -71,7 +71,7 @@ def words(count: int) -> str:
 
 def record_sends(sent: list[tuple[str, float]]) -> None:
     """Note when the runner sends each delta (turn, monotonic time): the coalescing as sent."""
-    from agent import events
+    from agent.core import events
 
     original = events.answer_delta
 
@@ -380,7 +380,7 @@ def main() -> None:
     harness.setup()
     from django.db import connection
 
-    from agent.conf import agent_settings
+    from agent.core.conf import agent_settings
     from tests.support.model_server import ScriptedModelServer
 
     server = ScriptedModelServer()

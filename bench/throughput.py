@@ -119,7 +119,7 @@ class Workers:
     """``celery -A agent_project worker -P prefork -c N`` in its own process group, stopped by its pid."""
 
     def __init__(self, count: int, log: str) -> None:
-        from agent.conf import agent_settings
+        from agent.core.conf import agent_settings
 
         command = [
             sys.executable, "-m", "celery", "-A", "agent_project", "worker", "-P", "prefork", "-c", str(count),

@@ -94,8 +94,8 @@ class Probe:
 def install(probe_of: Callable[[], Probe], clock: harness.QueryClock) -> None:
     """Wrap the runner's round, tool execution and request build, the history read, event sends
     and the SDK client."""
-    from agent import events
     from agent.ai import client as ai_client
+    from agent.core import events
     from agent.turns import history, runner
 
     original_round = runner.TurnRunner.round

@@ -137,6 +137,24 @@ def _empty_test_queue() -> None:
         conn.default_channel.queue_purge(app.conf.task_default_queue)
 
 
+@pytest.fixture
+def capture_events(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str, Any]]]:
+    """The events the app sends to channel groups during the test, as ``(group, event)`` in the order they
+    leave (an event sent on commit leaves when its transaction commits); each is still sent to the layer.
+    A test reads them here at once instead of listening on Redis with a timeout."""
+    from agent.core import events
+
+    sent: list[tuple[str, dict[str, Any]]] = []
+    send = events._send_rollback_unsafe  # every event leaves through it, on commit or (a draft) at once
+
+    def record(group: str, event: dict[str, Any]) -> None:
+        sent.append((group, event))
+        send(group, event)
+
+    monkeypatch.setattr(events, "_send_rollback_unsafe", record)
+    return sent
+
+
 @pytest.fixture(autouse=True)
 def _english() -> Any:
     """Each test starts in English, whatever an earlier one activated in this thread."""

@@ -3,7 +3,7 @@
 import pytest
 from django.test import override_settings
 
-from agent.conf import agent_settings
+from agent.core.conf import agent_settings
 
 DOCUMENTED_DEFAULTS = {
     "HISTORY_CHARS": 32_000,

@@ -27,7 +27,7 @@ SHOW_TITLES = """
 import django
 django.setup()
 from django.utils import translation
-from agent.presentation import tool_title
+from agent.step_labels import tool_title
 from agent_project.notes.api import NoteSerializer
 for lang in ("ru", "et"):
     with translation.override(lang):  # a card's labels are its serializer's, read in the turn's language

@@ -8,7 +8,7 @@ from typing import Any, Iterator
 import pytest
 from django.db import connection, connections, transaction
 
-from agent import pooled
+from agent.core import pooled
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """A compiled statement builds the rows ``QuerySet`` would, on every Django that CI tests.
 
-What ``agent.statements`` reads of Django's SQL compiler is read when a statement is
+What ``agent.core.statements`` reads of Django's SQL compiler is read when a statement is
 compiled; these tests fail with ``StatementError``'s message if a Django release
 describes a query's columns otherwise.
 """
@@ -18,8 +18,8 @@ from django.db.models import CharField, Count, F
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from agent.core.statements import Statement, StatementError, _parts, slot
 from agent.models import UserSettings
-from agent.statements import Statement, StatementError, _parts, slot
 from tests.support.factories import UserFactory
 
 pytestmark = pytest.mark.django_db

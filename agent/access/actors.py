@@ -12,7 +12,7 @@ from typing import Any
 
 from django.conf import settings
 
-from ..events import session_group
+from ..core.events import session_group
 
 USE_PERMISSION = "agent.use_agent"
 TELEGRAM_PERMISSION = "agent.use_telegram"

@@ -14,9 +14,9 @@ from typing import Any
 from django.db import connections
 from django.utils import timezone
 
-from .. import errors
-from ..conf import agent_settings
-from ..statements import Columns, Statement
+from ..core import errors
+from ..core.conf import agent_settings
+from ..core.statements import Columns, Statement
 from .actors import (
     MCP_PERMISSION,
     TELEGRAM_PERMISSION,

@@ -19,8 +19,8 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.utils.crypto import constant_time_compare
 from django.utils.module_loading import import_string
 
-from .. import errors
-from ..conf import agent_settings
+from ..core import errors
+from ..core.conf import agent_settings
 from .actors import SessionRef
 
 _DEFAULT_DETECTOR = "agent.access.hijack_detector"

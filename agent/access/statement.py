@@ -1,6 +1,6 @@
 """The one SQL statement a check reads: for each kind of actor, the user row with its credential's row
 (a session, a Telegram link, a personal token or an OAuth access token), the user's settings, the site
-switch and the permissions the assistant asks about, compiled once per thread (``agent.statements``).
+switch and the permissions the assistant asks about, compiled once per thread (``agent.core.statements``).
 
 Apart from the rules the row is judged by, as this is the part written against Django's ORM and the
 tables of the apps it reads (sessions, auth's permissions and groups, django-oauth-toolkit's tokens).
@@ -19,7 +19,7 @@ from django.db.models import BigIntegerField, CharField, Exists, F, OuterRef, Q,
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
 
-from ..statements import Columns, Statement, compiled, slot
+from ..core.statements import Columns, Statement, compiled, slot
 from .actors import MCP_PERMISSION, OAUTH_SCOPE, TELEGRAM_PERMISSION, USE_PERMISSION
 
 SQL_SESSION, OTHER_SESSION, TELEGRAM, MCP = "sql_session", "other_session", "telegram", "mcp"

@@ -14,7 +14,7 @@ from django.utils.translation import gettext_lazy as _
 
 from ..ai import AIError, complete, providers
 from ..ai import endpoints as endpoint_rules
-from ..conf import agent_settings
+from ..core.conf import agent_settings
 from ..limits import caps
 from ..models import AgentSettings, Endpoint, UserSettings
 from ..tools import catalogue

@@ -20,8 +20,8 @@ from typing import Any, Callable, Iterator
 
 from celery.exceptions import SoftTimeLimitExceeded
 
-from .. import pooled
-from ..conf import agent_settings
+from ..core import pooled
+from ..core.conf import agent_settings
 from ..limits import costs
 from ..models import AIRequest, Endpoint
 from . import endpoints, usage

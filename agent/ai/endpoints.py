@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..conf import agent_settings
+from ..core.conf import agent_settings
 from ..models import AgentSettings, Endpoint, UserSettings
 
 PERSONAL, DEFAULT, FALLBACK = "personal", "default", "fallback"

@@ -22,7 +22,7 @@ from django.apps import apps
 from django.conf import settings
 from django.utils.module_loading import import_string
 
-from ..conf import agent_settings
+from ..core.conf import agent_settings
 from ..models import Endpoint
 
 logger = logging.getLogger(__name__)

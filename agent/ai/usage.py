@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterator
 
 from django.utils.module_loading import import_string
 
-from ..conf import agent_settings
+from ..core.conf import agent_settings
 from ..models import AIRequest, Message
 
 logger = logging.getLogger(__name__)

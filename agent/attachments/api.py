@@ -17,9 +17,9 @@ from django.db import transaction
 from django.utils.translation import gettext as _
 
 from ..access import Actor, Scope, authorize_session
-from ..conf import agent_settings
 from ..conversations import authorize_conversation, parse_uuid
-from ..errors import FileGone, NotFound
+from ..core.conf import agent_settings
+from ..core.errors import FileGone, NotFound
 from ..limits import quotas
 from ..models import Attachment, Conversation
 from . import detection, downloads

@@ -12,7 +12,7 @@ import os
 import re
 import unicodedata
 
-from ..file_kinds import BY_EXTENSION, BY_TYPE, KINDS
+from ..core.file_kinds import BY_EXTENSION, BY_TYPE, KINDS
 
 HEAD_BYTES = 8192
 

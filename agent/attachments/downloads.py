@@ -18,7 +18,7 @@ from asgiref.sync import sync_to_async
 from django.http import FileResponse, HttpResponse
 from django.http.response import HttpResponseBase
 
-from ..errors import FileGone
+from ..core.errors import FileGone
 from ..models import Attachment
 
 logger = logging.getLogger(__name__)

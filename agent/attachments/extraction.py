@@ -26,10 +26,10 @@ from typing import IO, Any
 from django.core.files.base import ContentFile
 from django.db import transaction
 
-from .. import events
-from ..conf import agent_settings
-from ..errors import FILE_FAILURES
-from ..file_kinds import BY_TYPE
+from ..core import events
+from ..core.conf import agent_settings
+from ..core.errors import FILE_FAILURES
+from ..core.file_kinds import BY_TYPE
 from ..models import Attachment
 from . import parsers
 

@@ -16,8 +16,8 @@ from django.db.models.signals import post_delete
 from django.dispatch import receiver
 from django.utils import timezone
 
-from .. import events
-from ..conf import agent_settings
+from ..core import events
+from ..core.conf import agent_settings
 from ..models import Attachment
 
 logger = logging.getLogger(__name__)

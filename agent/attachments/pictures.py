@@ -15,9 +15,9 @@ from typing import Any, Iterable, Sequence
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from .. import events
 from ..ai import providers
-from ..conf import agent_settings
+from ..core import events
+from ..core.conf import agent_settings
 from ..models import Attachment, Endpoint
 
 logger = logging.getLogger(__name__)

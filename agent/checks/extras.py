@@ -15,7 +15,7 @@ from django.core.checks import Warning as CheckWarning
 from django.urls import NoReverseMatch, reverse
 
 from ..access import OAUTH_SCOPE
-from ..conf import agent_settings
+from ..core.conf import agent_settings
 from . import TAG
 
 

@@ -66,7 +66,12 @@ def check_channel_layer_timeout(app_configs: Any = None, **kwargs: Any) -> list[
     """channels-redis waits for events with a blocking read; a socket timeout no longer than it drops every socket."""
     from channels_redis.core import RedisChannelLayer
 
-    from ..layers import blocking_read_s, cuts_blocking_read, redis_default_socket_timeout, socket_timeout_of
+    from ..live.channel_layer import (
+        blocking_read_s,
+        cuts_blocking_read,
+        redis_default_socket_timeout,
+        socket_timeout_of,
+    )
 
     warnings = []
     for alias, entry in (getattr(settings, "CHANNEL_LAYERS", None) or {}).items():

@@ -15,7 +15,7 @@ from django.core.checks import Warning as CheckWarning
 from django.core.files.storage import FileSystemStorage, InvalidStorageError, storages
 
 from ..ai.providers import adapter_class
-from ..conf import NAME, POSITIVE, AgentConf, agent_settings
+from ..core.conf import NAME, POSITIVE, AgentConf, agent_settings
 from ..tools.registry import registry
 from . import TAG
 

@@ -1,16 +1,6 @@
 """The chats and messages of the assistant: the doors a session goes through (``doors``), the
-storing of a message (``store``) and what a client sees of them (``client``)."""
+storing of a message (``store``) and what a client sees of them (``payloads``)."""
 
-from .client import (
-    client_view,
-    client_views,
-    conversation_view,
-    file_view,
-    message_files,
-    result_count,
-    tool_summary,
-    versions_view,
-)
 from .doors import (
     PAGE_SIZE,
     SEARCH_MAX_CHARS,
@@ -37,6 +27,16 @@ from .doors import (
     topic,
     unsubscribe,
     validate_user_text,
+)
+from .payloads import (
+    client_view,
+    client_views,
+    conversation_view,
+    file_view,
+    message_files,
+    result_count,
+    tool_summary,
+    versions_view,
 )
 from .store import LeaseLost, append_message, append_off_line, auto_title
 

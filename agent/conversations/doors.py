@@ -24,13 +24,13 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from .. import events
 from ..access import Actor, Scope, authorize_session
-from ..conf import agent_settings
-from ..errors import InvalidCursor, NotFound
+from ..core import events
+from ..core.conf import agent_settings
+from ..core.errors import InvalidCursor, NotFound
 from ..limits import quotas
 from ..models import Conversation, Message
-from .client import client_views, conversation_view
+from .payloads import client_views, conversation_view
 from .store import append_message, column_of, db_value
 
 topic = events.topic

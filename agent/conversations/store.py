@@ -19,9 +19,9 @@ from django.db.models.functions import Now
 from django.db.models.signals import post_save, pre_save
 from django.utils import timezone
 
-from .. import events
-from ..conf import agent_settings
-from ..errors import NotFound
+from ..core import events
+from ..core.conf import agent_settings
+from ..core.errors import NotFound
 from ..models import Conversation, Lock, Message, Turn
 
 

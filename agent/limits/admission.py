@@ -10,8 +10,8 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from ..conf import agent_settings
-from ..errors import Blocked, BudgetExceeded
+from ..core.conf import agent_settings
+from ..core.errors import Blocked, BudgetExceeded
 from ..models import OffPurposeFlag, Turn
 from . import costs
 

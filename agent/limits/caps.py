@@ -15,8 +15,8 @@ from django.db.models import Count, F, QuerySet, Sum, Window
 from django.utils import formats, timezone
 from django.utils.translation import gettext, gettext_lazy
 
-from ..conf import agent_settings
-from ..errors import Refusal
+from ..core.conf import agent_settings
+from ..core.errors import Refusal
 from ..models import AIRequest, OffPurposeFlag, Turn
 from . import costs
 from .standing import Standing

@@ -14,10 +14,10 @@ from django.db.models.functions import Coalesce
 from django.db.models.lookups import GreaterThan
 from django.utils import timezone
 
-from ..conf import agent_settings
-from ..errors import BudgetExceeded
+from ..core.conf import agent_settings
+from ..core.errors import BudgetExceeded
+from ..core.statements import slot
 from ..models import AgentSettings, AIRequest, UserSettings
-from ..statements import slot
 
 WINDOW = timedelta(hours=24)
 

@@ -23,8 +23,8 @@ from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_lazy, ngettext
 
-from ..conf import agent_settings
-from ..errors import Refusal, StorageFull, TooManyChats, TooManyTranscriptions, TooManyUploads
+from ..core.conf import agent_settings
+from ..core.errors import Refusal, StorageFull, TooManyChats, TooManyTranscriptions, TooManyUploads
 from ..models import Attachment, Conversation, QuotaUse
 from .standing import Standing
 

@@ -20,13 +20,14 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from .. import confirmations, errors, notices
+from .. import confirmations, notices
 from ..access import McpRef, Scope
-from ..conf import agent_settings
 from ..conversations.store import append_message
+from ..core import errors
+from ..core.conf import agent_settings
 from ..limits import quotas
 from ..models import Confirmation, Conversation, McpCall, McpToken, Message
-from ..presentation import card_fields, tool_title
+from ..step_labels import card_fields, tool_title
 from ..tools import catalogue, execute_as, registry, visible_for
 from ..tools.registry import FIND_TOOLS, Tool
 

@@ -34,8 +34,8 @@ from oauth2_provider.models import (
 )
 from oauth2_provider.views import AuthorizationView
 
-from .. import errors
 from ..access import OAUTH_SCOPE, Actor, SessionRef, authorize_session, has_scope, is_impersonated
+from ..core import errors
 from ..limits import quotas
 from ..models import McpCall
 from . import tokens

@@ -24,7 +24,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .. import __version__
 from ..access import McpRef, Scope
-from ..conf import agent_settings
+from ..core.conf import agent_settings
 from ..tools import registry
 from . import calls
 

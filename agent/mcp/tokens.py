@@ -19,9 +19,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from .. import errors
 from ..access import MCP_PERMISSION, Actor, McpRef, Scope, authorize_session
-from ..conf import agent_settings
+from ..core import errors
+from ..core.conf import agent_settings
 from ..models import McpToken
 
 PREFIX = "agm_"

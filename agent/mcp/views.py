@@ -19,9 +19,9 @@ from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
-from .. import errors
 from ..access import OAUTH_SCOPE as SCOPE
 from ..access import Scope, authorize_session
+from ..core import errors
 from . import server, tokens
 
 

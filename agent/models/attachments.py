@@ -19,7 +19,7 @@ else:
 class _AttachmentStorage(_LazyStorage):
     """The storage named by ``AGENT["ATTACHMENT_STORAGE"]`` (an alias of ``settings.STORAGES``).
 
-    Read here, not through ``agent.conf``: models sit below the settings layer.
+    Read here, not through ``agent.core.conf``: models sit below the settings layer.
     """
 
     def _setup(self) -> None:

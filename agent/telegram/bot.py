@@ -19,7 +19,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 from django.db.models import F
 from django.utils import timezone
 
-from ..conf import agent_settings
+from ..core.conf import agent_settings
 from ..models import TelegramBot
 
 logger = logging.getLogger(__name__)

@@ -22,9 +22,9 @@ from django.db import connection, transaction
 from django.utils import translation
 from django.utils.translation import gettext as _
 
-from .. import errors
 from ..access import TelegramRef, authorize_session, language_for
-from ..conf import agent_settings
+from ..core import errors
+from ..core.conf import agent_settings
 from ..models import (
     Confirmation,
     Message,

@@ -17,7 +17,7 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from .. import notices
-from ..presentation import card_fields, tool_title
+from ..step_labels import card_fields, tool_title
 from .bot import MESSAGE_LIMIT
 
 _markdown = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"]).disable("image")

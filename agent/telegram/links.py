@@ -19,9 +19,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from .. import errors
 from ..access import TELEGRAM_PERMISSION, Actor, Scope, TelegramRef, authorize_session
-from ..conf import agent_settings
+from ..core import errors
+from ..core.conf import agent_settings
 from ..limits import quotas
 from ..models import TelegramLink, TelegramLinkToken
 from .bot import config

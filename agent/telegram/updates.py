@@ -19,13 +19,14 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
-from .. import confirmations, conversations, errors, notices, turns, voice
+from .. import confirmations, conversations, notices, turns, voice
 from ..access import TelegramRef
 from ..attachments import api as files
 from ..attachments import extraction
-from ..conf import agent_settings
+from ..core import errors
+from ..core.conf import agent_settings
 from ..models import Attachment, Conversation, TelegramButtons, TelegramLink, TelegramUpdate
-from ..presentation import tool_title
+from ..step_labels import tool_title
 from . import delivery, formatting, links
 from .bot import BotError, call, note_update
 

@@ -18,7 +18,7 @@ from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 
 from ..access import Scope, SessionRef
-from ..conf import agent_settings
+from ..core.conf import agent_settings
 from .executor import refused_arguments, visible_for
 from .ranking import lexical_rank
 from .registry import FIND_TOOLS, Tool, ToolResult

@@ -17,7 +17,7 @@ from typing import Any
 
 from django.utils.translation import gettext as _
 
-from ..conf import agent_settings
+from ..core.conf import agent_settings
 
 _SPACES = re.compile(r"\s+")
 _VALUES = ("enum", "const", "default", "examples")  # data, not schemas: never walked into

@@ -12,7 +12,7 @@ from django.utils.translation import gettext as _
 
 from .. import confirmations
 from ..access import Scope
-from ..conf import agent_settings
+from ..core.conf import agent_settings
 from .definitions import enum_refusal
 from .registry import Refused, Tool, ToolContext, ToolResult, invalid_arguments, registry
 

@@ -22,7 +22,7 @@ from django.utils.functional import lazy
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from ..conf import agent_settings
+from ..core.conf import agent_settings
 from .registry import Refused, Tool, ToolContext, card_value, declared, object_name
 
 ADD = gettext_lazy("Add %(thing)s")

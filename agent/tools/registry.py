@@ -23,7 +23,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from ..access import read_with_scope
-from ..conf import agent_settings
+from ..core.conf import agent_settings
 from .definitions import readable
 from .requests import live_request
 

@@ -28,13 +28,13 @@ from django.utils import timezone
 
 from ..access import Accepted, Check, Scope, actor_of, prepare_check
 from ..ai import Completion, ToolCall
-from ..conf import agent_settings
 from ..conversations import LeaseLost, append_message
 from ..conversations.store import GateClosed, RidingCheck, append_checked
-from ..errors import Forbidden, NotFound, Refusal
+from ..core.conf import agent_settings
+from ..core.errors import Forbidden, NotFound, Refusal
+from ..core.statements import Columns, slot
 from ..limits import admission, costs
 from ..models import AgentSettings, AIRequest, Conversation, Message, Turn
-from ..statements import Columns, slot
 from . import locks
 
 logger = logging.getLogger(__name__)

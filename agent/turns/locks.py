@@ -22,8 +22,8 @@ from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from .. import pooled
-from ..conf import agent_settings
+from ..core import pooled
+from ..core.conf import agent_settings
 from ..models import Lock, Turn
 
 logger = logging.getLogger(__name__)

@@ -11,10 +11,11 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from .. import attachments, events, notices
-from ..conf import agent_settings
+from .. import attachments, notices
 from ..conversations import append_message
-from ..errors import NotFound
+from ..core import events
+from ..core.conf import agent_settings
+from ..core.errors import NotFound
 from ..models import Conversation, Message, Turn
 from . import locks
 

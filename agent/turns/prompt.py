@@ -8,7 +8,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from ..ai.off_purpose import marker_example
-from ..conf import agent_settings
+from ..core.conf import agent_settings
 
 
 def system_prompt(user: Any, site_instructions: str, user_instructions: str, nonce: str) -> str:

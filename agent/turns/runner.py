@@ -22,12 +22,13 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
-from .. import confirmations, events, notices
+from .. import confirmations, notices
 from ..access import Scope
 from ..ai import AIError, ToolCall, complete, providers, usage
 from ..ai.off_purpose import cut_marker, marker_nonce
 from ..attachments import pictures
-from ..conf import agent_settings
+from ..core import events
+from ..core.conf import agent_settings
 from ..limits import caps
 from ..models import Confirmation, Lock, Message, Turn
 from ..tools import Refused, catalogue, checked_once, execute_as, parse_arguments, registry, visible_for

@@ -11,12 +11,13 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import get_language
 
-from .. import attachments, events
+from .. import attachments
 from ..access import Actor, actor_fields, language_for
 from ..ai import effective
-from ..conf import agent_settings
 from ..conversations import authorize_conversation, validate_user_text
-from ..errors import Blocked, BudgetExceeded, Busy, NotConfigured, TooManyTurns
+from ..core import events
+from ..core.conf import agent_settings
+from ..core.errors import Blocked, BudgetExceeded, Busy, NotConfigured, TooManyTurns
 from ..limits import caps
 from ..limits.admission import admit
 from ..models import Attachment, Conversation, Turn

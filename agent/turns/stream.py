@@ -13,9 +13,9 @@ import threading
 import time
 from typing import Any, Callable, Protocol
 
-from .. import events, pooled
 from ..ai import off_purpose
-from ..conf import agent_settings
+from ..core import events, pooled
+from ..core.conf import agent_settings
 from .watcher import FULL_CHECK_EVERY_S, Watch, watcher
 
 CHECK_EVERY_S = 0.5

@@ -20,10 +20,11 @@ from typing import Any, Iterable
 from django.db import connection, transaction
 from django.utils import timezone
 
-from .. import attachments, confirmations, events
+from .. import attachments, confirmations
 from ..access import Actor, Scope
 from ..conversations import authorize_conversation, parse_uuid, validate_user_text
-from ..errors import Busy, NotFound
+from ..core import events
+from ..core.errors import Busy, NotFound
 from ..models import Attachment, Conversation, Message, Turn
 from . import locks
 from .starting import start

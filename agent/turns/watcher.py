@@ -24,8 +24,8 @@ from django.db import DatabaseError, connection
 from django.db.models import Exists, OuterRef
 from django.db.models.functions import Now
 
-from .. import pooled
 from ..access import Actor, SessionRef, TelegramRef, sessions_in_sql
+from ..core import pooled
 from ..models import TelegramLink, Turn
 from . import locks
 

@@ -2,5 +2,5 @@
 
 Nothing below this package knows of HTTP or sockets. Its views and the
 consumer call the parts' public functions and answer every refusal with the
-one error body ``agent.errors`` defines (``http`` for HTTP, frames likewise).
+one error body ``agent.core.errors`` defines (``http`` for HTTP, frames likewise).
 """

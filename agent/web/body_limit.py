@@ -20,8 +20,8 @@ from typing import Any, Awaitable, Callable
 
 from django.conf import settings
 
-from ..conf import agent_settings
-from ..errors import TooLarge, error_body
+from ..core.conf import agent_settings
+from ..core.errors import TooLarge, error_body
 
 FORM_MARGIN_BYTES = 1024 * 1024
 """Room for the multipart envelope and the form's other fields around an attached file."""

@@ -28,14 +28,15 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.core.exceptions import ValidationError
 from django.utils import translation
 
-from .. import events, stream_slots
 from ..access import SessionRef, is_impersonated
-from ..conf import agent_settings
-from ..errors import SESSION_REFUSALS, BadFrame, Refusal, TooManyStreams, error_body, invalid_body
-from .delivery import run_detached
+from ..core import events
+from ..core.conf import agent_settings
+from ..core.errors import SESSION_REFUSALS, BadFrame, Refusal, TooManyStreams, error_body, invalid_body
+from ..live import stream_slots
 from .feed import CLOSE_INTERNAL_ERROR, CLOSE_SESSION_ENDED, Feed
 from .frames import FrameDoors
 from .handshake import origin_allowed, request_language
+from .shared_reads import CLOCK, run_detached
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +77,7 @@ class AgentConsumer(FrameDoors, AsyncJsonWebsocketConsumer):
         )
         self.slot: stream_slots.StreamSlot | None = None
         await self.accept()
-        if not await self.feed.allowed(since=time.monotonic()):
+        if not await self.feed.allowed(since=CLOCK.now()):
             return
         self.slot = await stream_slots.take(self.ref.user_id, self)
         if self.slot is None:  # the user's sockets and event streams are at their cap

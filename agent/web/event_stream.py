@@ -26,13 +26,14 @@ from django.http.response import HttpResponseBase
 from django.utils import translation
 from django.views.decorators.http import require_GET
 
-from .. import events, stream_slots
 from ..access import SessionRef, is_impersonated
-from ..conf import agent_settings
-from ..errors import Refusal, SessionGone, TooManyStreams
-from .delivery import run_detached
+from ..core import events
+from ..core.conf import agent_settings
+from ..core.errors import Refusal, SessionGone, TooManyStreams
+from ..live import stream_slots
 from .feed import FELL_BEHIND, Feed, catch_up
 from .http import invalid_response, page_language, refusal_response
+from .shared_reads import run_detached
 
 logger = logging.getLogger(__name__)
 

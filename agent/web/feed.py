@@ -30,12 +30,13 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.utils import translation
 
-from .. import conversations, events
+from .. import conversations
 from ..access import Scope, SessionRef, language_for
-from ..conf import agent_settings
-from ..errors import NotFound, Refusal, SessionGone, error_body, refusal_named
-from .delivery import SCOPE_FRESH_S, SharedReads, run_detached, same_draft
+from ..core import events
+from ..core.conf import agent_settings
+from ..core.errors import NotFound, Refusal, SessionGone, error_body, refusal_named
 from .rendering import draft_html, page_view
+from .shared_reads import CLOCK, SCOPE_FRESH_S, SharedReads, run_detached, same_draft
 
 logger = logging.getLogger(__name__)
 
@@ -302,7 +303,7 @@ class Feed:
         true before it may no longer be.
         """
         if since is None:
-            since = time.monotonic() - SCOPE_FRESH_S
+            since = CLOCK.now() - SCOPE_FRESH_S
         scope = await self.shared.scope(self.ref, self.impersonated, since=max(since, self.checked_after))
         self.language = language_for(scope.user_settings, self.request_language)
         return scope

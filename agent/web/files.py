@@ -21,8 +21,8 @@ from django.views.decorators.http import require_GET, require_POST
 from ..access import SessionRef
 from ..attachments import api as files
 from ..attachments import downloads
-from ..conf import agent_settings
 from ..conversations import file_view
+from ..core.conf import agent_settings
 from .http import SizeCap, api, invalid_response, page_language
 
 SERVED_POLICY = "default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; sandbox"

@@ -3,7 +3,7 @@ and the pages' strict Content-Security-Policy.
 
 Every API view is wrapped in ``api``: it gets the session ref and whether the
 session is impersonated, runs in the user's language, and whatever it raises
-reaches the client as the body ``agent.errors`` defines (``error``, ``message``
+reaches the client as the body ``agent.core.errors`` defines (``error``, ``message``
 and ``fields`` or ``limit``), with the refusal's HTTP status.
 """
 
@@ -27,8 +27,8 @@ from django.utils import translation
 from django.utils.translation import get_language, gettext
 from django.views.decorators.csrf import csrf_exempt
 
-from .. import errors
 from ..access import SessionRef, is_impersonated, language_for
+from ..core import errors
 from ..models import UserSettings
 
 POLICY_DIRECTIVES: dict[str, list[str]] = {

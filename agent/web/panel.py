@@ -1,4 +1,4 @@
-"""The "My assistant" page and its JSON API; each view calls ``agent.assistant``, ``agent.telegram``, ``agent.mcp``."""
+"""The "My assistant" page and its JSON API, over `agent.user_settings`, `agent.telegram` and `agent.mcp`."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from django.utils import translation
 from django.utils.translation import get_language
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from .. import assistant, errors, telegram
+from .. import telegram, user_settings
 from ..access import TELEGRAM_PERMISSION, Scope, SessionRef, authorize_session, is_impersonated, language_for
-from ..conf import agent_settings
+from ..core import errors
+from ..core.conf import agent_settings
 from ..mcp import tokens
 from ..telegram import bot
 from .http import api, read_body, strict_policy, unavailable
@@ -25,9 +26,9 @@ from .http import api, read_body, strict_policy, unavailable
 def settings_api(request: HttpRequest, ref: SessionRef, impersonated: bool) -> dict[str, Any]:
     """GET: the panel's data. POST (JSON): the user's changes, then the panel's data."""
     if request.method == "POST":
-        data = assistant.update(ref, read_body(request), impersonated=impersonated)
+        data = user_settings.update(ref, read_body(request), impersonated=impersonated)
     else:
-        data = assistant.panel(ref, impersonated=impersonated)
+        data = user_settings.panel(ref, impersonated=impersonated)
     scope = authorize_session(ref, impersonated=impersonated)
     return {**data, "telegram": _telegram(scope), "mcp": _mcp(request, scope)}
 

@@ -21,7 +21,7 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 from .. import notices
-from ..presentation import card_fields, tool_title
+from ..step_labels import card_fields, tool_title
 
 _SAFE_SCHEMES = ("http://", "https://", "mailto:")
 

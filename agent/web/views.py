@@ -17,14 +17,15 @@ from django.utils.translation import get_language, get_language_info, gettext
 from django.views.decorators.http import require_GET, require_POST
 from django.views.i18n import JavaScriptCatalog
 
-from .. import confirmations, conversations, errors, turns, voice
+from .. import confirmations, conversations, turns, voice
 from ..access import TELEGRAM_PERMISSION, SessionRef, authorize_session, is_impersonated, language_for
 from ..ai import endpoints
-from ..assistant import choice_view
-from ..conf import agent_settings
-from ..file_kinds import extensions_for
+from ..core import errors
+from ..core.conf import agent_settings
+from ..core.file_kinds import extensions_for
 from ..models import Confirmation, UserSettings
 from ..telegram import bot
+from ..user_settings import choice_view
 from .consumers import CLOSE_CODES, WEBSOCKET_PATH
 from .http import api, page_language, read_body, strict_policy, unavailable
 from .rendering import page_view

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 
 from .. import voice
 from ..access import SessionRef
-from ..conf import agent_settings
+from ..core.conf import agent_settings
 from .http import SizeCap, api, invalid_response, page_language
 
 

@@ -89,7 +89,7 @@ def test_a_custom_detector_replaces_the_default_one() -> None:
 
 def test_a_session_marked_impersonated_after_sign_in_is_refused_by_the_next_check(session: Any) -> None:
     from agent.access import authorize_session
-    from agent.errors import Impersonated
+    from agent.core.errors import Impersonated
 
     client, ref = session
     authorize_session(ref, impersonated=False)

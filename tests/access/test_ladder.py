@@ -18,8 +18,9 @@ from django.contrib.sessions.models import Session
 from django.test import Client
 from django.utils import timezone
 
-from agent import conversations, errors
+from agent import conversations
 from agent.access import Scope, SessionRef, authorize_session
+from agent.core import errors
 from agent.models import AgentSettings, Conversation, Message, UserSettings
 from tests.support.factories import ConversationFactory, UserFactory
 from tests.support.layer import Listener

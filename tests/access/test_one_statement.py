@@ -14,9 +14,9 @@ from django.contrib.auth.models import Group, Permission
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from agent import errors
 from agent.access import authorize_session, authorize_with
-from agent.statements import Columns, slot
+from agent.core import errors
+from agent.core.statements import Columns, slot
 from tests.support.factories import UserFactory
 from tests.support.sessions import login
 

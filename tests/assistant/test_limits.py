@@ -14,7 +14,7 @@ from django.utils import timezone
 from agent import turns
 from agent.access import SessionRef
 from agent.conversations import create_conversation
-from agent.errors import Blocked, BudgetExceeded, TooManyTurns
+from agent.core.errors import Blocked, BudgetExceeded, TooManyTurns
 from agent.models import AIRequest, Conversation, OffPurposeFlag, Turn, UserSettings
 from tests.support.turns import agent_conf
 

@@ -12,9 +12,9 @@ from django.core.exceptions import ValidationError
 from django.test import Client
 from django.urls import reverse
 
-from agent import assistant
+from agent import user_settings
 from agent.access import SessionRef
-from agent.errors import Forbidden, Impersonated, Mismatch, SessionGone
+from agent.core.errors import Forbidden, Impersonated, Mismatch, SessionGone
 from agent.models import AgentSettings, AIRequest, Endpoint, Turn, UserSettings
 from tests.support.sessions import login
 
@@ -30,7 +30,7 @@ def allow(*endpoints: Endpoint) -> None:
 
 
 def explanations(ref: SessionRef) -> tuple[str, str]:
-    models = assistant.panel(ref, impersonated=False)["models"]
+    models = user_settings.panel(ref, impersonated=False)["models"]
     return models["chat"]["explanation"], models["pictures"]["explanation"]
 
 
@@ -58,7 +58,7 @@ def test_the_panel_names_whose_model_reads_pictures(ref: SessionRef, user: Any, 
 
 
 def test_the_panel_shows_the_models_in_effect_and_where_they_come_from(ref: SessionRef, endpoint: Endpoint) -> None:
-    data = assistant.panel(ref, impersonated=False)
+    data = user_settings.panel(ref, impersonated=False)
     chat = data["models"]["chat"]
     assert chat["endpoint"]["name"] == "scripted" and chat["source"] == "default"
     assert "base_url" not in chat["endpoint"] and "api_key" not in json.dumps(data)
@@ -69,12 +69,12 @@ def test_the_panel_shows_the_models_in_effect_and_where_they_come_from(ref: Sess
 def test_a_user_picks_a_model_from_the_allow_list(ref: SessionRef, user: Any, endpoint: Endpoint) -> None:
     mine = other("second")
     allow(mine)
-    data = assistant.update(ref, {"endpoint": str(mine.pk)}, impersonated=False)
+    data = user_settings.update(ref, {"endpoint": str(mine.pk)}, impersonated=False)
     assert data["models"]["chat"]["source"] == "personal" and data["picker"]["endpoint"] == mine.pk
     row = UserSettings.objects.get(user=user)
     assert (row.endpoint, row.endpoint_set_by) == (mine, "user")
     # and back to the site's model
-    data = assistant.update(ref, {"endpoint": ""}, impersonated=False)
+    data = user_settings.update(ref, {"endpoint": ""}, impersonated=False)
     assert data["models"]["chat"]["source"] == "default"
 
 
@@ -83,14 +83,14 @@ def test_a_user_cannot_pick_a_model_off_the_allow_list(ref: SessionRef, user: An
     allow(allowed, off)
     for value in (hidden.pk, off.pk, "nope", 99999):
         with pytest.raises(ValidationError) as refused:
-            assistant.update(ref, {"endpoint": value}, impersonated=False)
+            user_settings.update(ref, {"endpoint": value}, impersonated=False)
         assert list(refused.value.message_dict) == ["endpoint"]
     assert not UserSettings.objects.filter(user=user, endpoint__isnull=False).exists()
 
 
 def test_with_an_empty_allow_list_there_is_no_picking(ref: SessionRef, user: Any, endpoint: Endpoint) -> None:
     with pytest.raises(ValidationError) as refused:
-        assistant.update(ref, {"endpoint": endpoint.pk}, impersonated=False)
+        user_settings.update(ref, {"endpoint": endpoint.pk}, impersonated=False)
     assert "not offered" in refused.value.message_dict["endpoint"][0]
 
 
@@ -98,9 +98,9 @@ def test_a_user_cannot_pick_over_staffs_choice(ref: SessionRef, user: Any, endpo
     staff_pick, mine = other("staff pick"), other("mine")
     allow(mine)
     UserSettings.objects.create(user=user, endpoint=staff_pick, endpoint_set_by="staff")
-    assert assistant.panel(ref, impersonated=False)["picker"]["endpoint_locked"] is True
+    assert user_settings.panel(ref, impersonated=False)["picker"]["endpoint_locked"] is True
     with pytest.raises(ValidationError) as refused:
-        assistant.update(ref, {"endpoint": mine.pk}, impersonated=False)
+        user_settings.update(ref, {"endpoint": mine.pk}, impersonated=False)
     assert list(refused.value.message_dict) == ["endpoint"]
     assert UserSettings.objects.get(user=user).endpoint == staff_pick
 
@@ -109,43 +109,45 @@ def test_a_picture_pick_must_see_pictures(ref: SessionRef, user: Any, endpoint: 
     blind, seeing = other("blind"), other("seeing", supports_images=True)
     allow(blind, seeing)
     with pytest.raises(ValidationError) as refused:
-        assistant.update(ref, {"picture_endpoint": blind.pk}, impersonated=False)
+        user_settings.update(ref, {"picture_endpoint": blind.pk}, impersonated=False)
     assert list(refused.value.message_dict) == ["picture_endpoint"]
-    data = assistant.update(ref, {"picture_endpoint": seeing.pk}, impersonated=False)
+    data = user_settings.update(ref, {"picture_endpoint": seeing.pk}, impersonated=False)
     assert data["models"]["pictures"]["endpoint"]["name"] == "seeing"
     assert data["models"]["chat"]["endpoint"]["name"] == "scripted"
 
 
 def test_instructions_and_language_are_written_and_checked_by_field(ref: SessionRef, user: Any, endpoint: Any) -> None:
-    data = assistant.update(ref, {"instructions": "Be brief.", "language": "et", "role": "admin"}, impersonated=False)
+    data = user_settings.update(
+        ref, {"instructions": "Be brief.", "language": "et", "role": "admin"}, impersonated=False
+    )
     assert (data["instructions"], data["language"]) == ("Be brief.", "et")
     with pytest.raises(ValidationError) as refused:
-        assistant.update(ref, {"instructions": "x" * 4001, "language": "xx"}, impersonated=False)
+        user_settings.update(ref, {"instructions": "x" * 4001, "language": "xx"}, impersonated=False)
     assert sorted(refused.value.message_dict) == ["instructions", "language"]
     row = UserSettings.objects.get(user=user)
     assert (row.instructions, row.language) == ("Be brief.", "et")  # all or nothing
-    assistant.update(ref, {"instructions": "y" * 4000}, impersonated=False)
+    user_settings.update(ref, {"instructions": "y" * 4000}, impersonated=False)
 
 
 def test_the_panel_refuses_as_the_ladder_says(ref: SessionRef, user: Any, make_user: Any, endpoint: Any) -> None:
     with pytest.raises(Impersonated):
-        assistant.update(ref, {"instructions": "x"}, impersonated=True)
+        user_settings.update(ref, {"instructions": "x"}, impersonated=True)
     with pytest.raises(Impersonated):
-        assistant.panel(ref, impersonated=True)
+        user_settings.panel(ref, impersonated=True)
     stranger = make_user()
     _client, their_ref = login(stranger)
     with pytest.raises(Mismatch):
-        assistant.update(
+        user_settings.update(
             SessionRef(session_key=their_ref.session_key, user_id=user.pk), {"instructions": "x"}, impersonated=False
         )
     with pytest.raises(SessionGone):
-        assistant.panel(SessionRef(session_key="nope", user_id=user.pk), impersonated=False)
+        user_settings.panel(SessionRef(session_key="nope", user_id=user.pk), impersonated=False)
     UserSettings.objects.create(user=stranger, enabled=False)
     with pytest.raises(Forbidden):
-        assistant.update(their_ref, {"instructions": "x"}, impersonated=False)
+        user_settings.update(their_ref, {"instructions": "x"}, impersonated=False)
     assert not UserSettings.objects.filter(user=user).exists()
     with pytest.raises(TypeError):
-        assistant.panel(ref)  # type: ignore[call-arg]
+        user_settings.panel(ref)  # type: ignore[call-arg]
 
 
 def test_usage_counts_the_rolling_window_against_personal_caps(
@@ -162,7 +164,7 @@ def test_usage_counts_the_rolling_window_against_personal_caps(
     Turn.objects.create(
         conversation=chat, user=user, language="en", text="b", deadline_at="2030-01-01T00:00Z", status="finished"
     )
-    usage = {item["limit"]: item for item in assistant.panel(ref, impersonated=False)["usage"]}
+    usage = {item["limit"]: item for item in user_settings.panel(ref, impersonated=False)["usage"]}
     assert (Decimal(usage["cost_per_user"]["used"]), Decimal(usage["cost_per_user"]["cap"])) == (Decimal("1.25"), 5)
     assert usage["cost_per_user"]["reached"] is False and usage["cost_per_user"]["frees_at"] is None
     turns = usage["turns_per_user"]
@@ -188,7 +190,7 @@ def test_the_panel_shows_each_quota_used_against_its_cap(
 
     add_attachment(ref, chat.pk, upload("a.txt", b"x" * 600), impersonated=False)
     # when
-    quotas = {item["limit"]: item for item in assistant.panel(ref, impersonated=False)["quotas"]}
+    quotas = {item["limit"]: item for item in user_settings.panel(ref, impersonated=False)["quotas"]}
     # then
     stored, chats, uploads = quotas["stored_bytes"], quotas["new_chats_per_minute"], quotas["uploads_per_minute"]
     assert (stored["used"], stored["cap"], stored["reached"]) == (600, 1000, False)
@@ -248,17 +250,17 @@ def test_the_page_loads_its_script_under_the_strict_policy(user: Any, endpoint: 
 
 def test_a_site_s_own_instructions_limit_is_the_only_one(ref: SessionRef, user: Any, settings: Any) -> None:
     settings.AGENT = {**settings.AGENT, "MAX_INSTRUCTIONS_CHARS": 6000}
-    assistant.update(ref, {"instructions": "y" * 6000}, impersonated=False)
+    user_settings.update(ref, {"instructions": "y" * 6000}, impersonated=False)
     assert UserSettings.objects.get(user=user).instructions == "y" * 6000
     with pytest.raises(ValidationError):
-        assistant.update(ref, {"instructions": "y" * 6001}, impersonated=False)
+        user_settings.update(ref, {"instructions": "y" * 6001}, impersonated=False)
 
 
 def test_the_panel_says_how_many_tools_the_assistant_may_use_for_the_user(
     ref: SessionRef, user: Any, endpoint: Endpoint
 ) -> None:
     # the ``user`` fixture reads, adds and changes notes: the test site's three reads and three writes
-    assert assistant.panel(ref, impersonated=False)["tools"] == {
+    assert user_settings.panel(ref, impersonated=False)["tools"] == {
         "count": 6,
         "text": "The assistant can use 6 tools of this site for you.",
     }

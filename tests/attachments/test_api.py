@@ -11,9 +11,10 @@ from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import TemporaryUploadedFile
 from django.utils import translation
 
-from agent import attachments, errors
+from agent import attachments
 from agent.access import SessionRef
 from agent.conversations import append_message, create_conversation, delete_conversation, message_files
+from agent.core import errors
 from agent.models import Attachment, Message
 from tests.support.files import pdf_bytes, picture_bytes, ready, stored_files, upload, xlsx_bytes
 from tests.support.sessions import login

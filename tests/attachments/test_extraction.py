@@ -14,7 +14,7 @@ from django.core.files.uploadedfile import TemporaryUploadedFile
 
 from agent import attachments
 from agent.access import SessionRef
-from agent.events import topic
+from agent.core.events import topic
 from agent.models import Attachment
 from agent.tasks import process_attachment
 from tests.support.files import (
@@ -26,7 +26,6 @@ from tests.support.files import (
     xlsx_bytes,
     xlsx_with_sheet_xml,
 )
-from tests.support.layer import Listener
 from tests.support.turns import agent_conf
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -140,16 +139,13 @@ def test_a_png_with_transparency_stays_png(ref: SessionRef, chat: Any, storage_r
     assert (row.status, row.content_type) == ("ready", "image/png")
 
 
-def test_the_result_is_stored_once_and_the_chat_is_told(ref: SessionRef, chat: Any) -> None:
-    listener = Listener()
-    listener.join(topic(chat.pk))
+def test_the_result_is_stored_once_and_the_chat_is_told(
+    ref: SessionRef, chat: Any, capture_events: list[tuple[str, dict[str, Any]]]
+) -> None:
     attachment = attachments.add_attachment(ref, chat.pk, upload("a.txt", b"first"), impersonated=False)
     assert process_attachment(str(attachment.pk)) is None
-    assert listener.receive() == {
-        "type": "agent.attachment_processed",
-        "conversation": str(chat.pk),
-        "attachment": str(attachment.pk),
-    }
+    told = {"type": "agent.attachment_processed", "conversation": str(chat.pk), "attachment": str(attachment.pk)}
+    assert capture_events == [(topic(chat.pk), told)]
     Attachment.objects.filter(pk=attachment.pk).update(text="kept")
     process_attachment(str(attachment.pk))  # a second delivery changes nothing
     assert Attachment.objects.get(pk=attachment.pk).text == "kept"

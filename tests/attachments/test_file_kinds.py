@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from agent.attachments.detection import detect, is_picture
-from agent.conf import AgentConf
-from agent.file_kinds import BY_TYPE, KINDS, extensions_for
+from agent.core.conf import AgentConf
+from agent.core.file_kinds import BY_TYPE, KINDS, extensions_for
 from agent.web.views import accepted_extensions
 
 SAMPLES = {

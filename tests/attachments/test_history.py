@@ -17,7 +17,7 @@ from agent.ai import AIError
 from agent.ai.providers import OpenAICompatible
 from agent.attachments import pictures
 from agent.conversations import append_message
-from agent.events import topic
+from agent.core.events import topic
 from agent.models import Attachment, Endpoint
 from agent.turns import history
 from tests.support.files import picture_bytes, ready, upload

@@ -13,7 +13,7 @@ from django.utils import timezone
 from agent import conversations
 from agent.access import SessionRef
 from agent.attachments.api import add_attachment
-from agent.errors import StorageFull, TooManyUploads
+from agent.core.errors import StorageFull, TooManyUploads
 from agent.models import Attachment, QuotaUse
 from tests.support.files import post_file, stored_files, upload
 from tests.support.races import at_once

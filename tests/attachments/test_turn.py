@@ -15,7 +15,7 @@ from django.db.models.signals import post_save
 from django.utils import timezone
 
 from agent import turns
-from agent.errors import NotFound
+from agent.core.errors import NotFound
 from agent.models import AIRequest, Attachment, Lock, Message, Turn
 from agent.tasks import run_turn
 from agent.turns import locks

@@ -12,9 +12,10 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from agent import attachments, events
+from agent import attachments
 from agent.access import SessionRef
 from agent.conversations import append_message, create_conversation, delete_conversation
+from agent.core import events
 from agent.models import Attachment, Conversation
 from agent.retention import purge
 from agent.tasks import purge_attachments, sweep_turns

@@ -8,7 +8,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from agent.access import McpRef, authorize_session
-from agent.errors import SessionGone
+from agent.core.errors import SessionGone
 from agent.mcp.tokens import digest
 from agent.models import AgentSettings, Endpoint, UserSettings
 from tests.support.sessions import grant

@@ -8,7 +8,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from agent.conf import agent_settings
+from agent.core.conf import agent_settings
 from agent.models import Attachment, Conversation, Message
 from tests.support.browser import paste, send, sign_in
 from tests.support.factories import ConversationFactory

@@ -9,7 +9,7 @@ import uuid
 import pytest
 from playwright.sync_api import Locator, Page, Route, expect
 
-from agent import errors
+from agent.core import errors
 from agent.models import Attachment
 from tests.support.browser import send, sign_in
 from tests.support.factories import ConversationFactory

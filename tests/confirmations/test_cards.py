@@ -13,13 +13,12 @@ from django.utils import timezone
 
 from agent import confirmations
 from agent.conversations import delete_conversation
-from agent.errors import Expired, Forbidden, Impersonated, NotFound, NotWaiting, SessionGone
-from agent.events import topic
+from agent.core.errors import Expired, Forbidden, Impersonated, NotFound, NotWaiting, SessionGone
+from agent.core.events import topic
 from agent.models import Confirmation, Message, UserSettings
 from agent.tools import registry
 from tests.notes.models import Note
 from tests.support.factories import ConversationFactory
-from tests.support.layer import Listener
 from tests.support.sessions import login
 
 Status = Confirmation.Status
@@ -325,12 +324,10 @@ def _failed(ref: Any, card: Confirmation, user: Any) -> None:
     ids=["done", "cancelled", "expired", "stale", "failed"],
 )
 def test_every_outcome_stores_its_notice_and_broadcasts_it_after_commit(
-    ref, user, chat, propose, django_capture_on_commit_callbacks, outcome, status
+    ref, user, chat, propose, django_capture_on_commit_callbacks, capture_events, outcome, status
 ):
     note = Note.objects.create(owner=user, title="Shopping", body="milk")
     card = propose("notes_update", {"note_id": note.pk, "body": "bread"})
-    listener = Listener()
-    listener.join(topic(chat.pk))
 
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         outcome(ref, card, user)
@@ -339,14 +336,13 @@ def test_every_outcome_stores_its_notice_and_broadcasts_it_after_commit(
     assert status_of(card) == status
     assert (notice.conversation_id, notice.notice_code) == (chat.pk, f"confirmation_{status}")
     assert notice.notice_params == {"tool": "notes_update"}
-    assert listener.is_quiet()
+    assert capture_events == []
     for callback in callbacks:
         callback()
-    assert listener.receive() == {
-        "type": "agent.message_added",
-        "conversation": str(chat.pk),
-        "message": str(notice.pk),
-    }
+    added = [(group, event) for group, event in capture_events if event["type"] == "agent.message_added"]
+    assert added == [
+        (topic(chat.pk), {"type": "agent.message_added", "conversation": str(chat.pk), "message": str(notice.pk)})
+    ]
 
 
 # -- settle_lapsed --------------------------------------------------------------

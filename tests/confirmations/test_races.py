@@ -10,7 +10,7 @@ from django.db import connection
 
 from agent import confirmations, turns
 from agent.conversations import create_conversation, get_conversation
-from agent.errors import NotWaiting
+from agent.core.errors import NotWaiting
 from agent.models import Confirmation, Message
 from agent.tasks import run_turn
 from tests.notes.models import Note

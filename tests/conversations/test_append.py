@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agent.conversations import LeaseLost, append_message
-from agent.errors import NotFound
+from agent.core.errors import NotFound
 from agent.models import Conversation, Lock, Message
 
 pytestmark = pytest.mark.django_db

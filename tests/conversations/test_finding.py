@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from agent import conversations
 from agent.access import SessionRef
-from agent.errors import Impersonated, NotFound
+from agent.core.errors import Impersonated, NotFound
 from agent.models import Conversation, Message
 from tests.support.factories import ConversationFactory
 

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from agent import conversations
 from agent.access import SessionRef
-from agent.errors import NotFound
+from agent.core.errors import NotFound
 from agent.models import Conversation, Message
 from tests.support.factories import UserFactory
 from tests.support.layer import Listener

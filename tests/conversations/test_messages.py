@@ -23,7 +23,6 @@ from agent.conversations import (
     topic,
 )
 from agent.models import Conversation, Message
-from tests.support.layer import Listener
 
 pytestmark = pytest.mark.django_db
 
@@ -134,19 +133,20 @@ def test_a_renamed_chat_keeps_its_name_on_the_first_message(ref: SessionRef, cha
     assert Conversation.objects.get(pk=chat.pk).title == "Named"
 
 
-def test_message_added_is_heard_only_after_commit_and_carries_uuids_only(
-    ref: SessionRef, chat: Conversation, django_capture_on_commit_callbacks: Callable[..., Any]
+def test_message_added_is_sent_only_after_commit_and_carries_uuids_only(
+    ref: SessionRef,
+    chat: Conversation,
+    django_capture_on_commit_callbacks: Callable[..., Any],
+    capture_events: list[tuple[str, dict[str, Any]]],
 ) -> None:
-    listener = Listener()
-    listener.join(topic(chat.pk))
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         message = add_message(ref, chat.pk, {"content": "a private thought"}, impersonated=False)
-    assert listener.is_quiet()
+    assert capture_events == []
     for callback in callbacks:
         callback()
-    event = listener.receive()
-    assert event == {"type": "agent.message_added", "conversation": str(chat.pk), "message": str(message.pk)}
-    assert "private" not in json.dumps(event)
+    event = {"type": "agent.message_added", "conversation": str(chat.pk), "message": str(message.pk)}
+    assert capture_events == [(topic(chat.pk), event)]
+    assert "private" not in json.dumps(capture_events)
 
 
 def test_a_refused_add_message_sends_no_event(

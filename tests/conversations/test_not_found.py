@@ -10,7 +10,7 @@ import pytest
 from agent import conversations
 from agent.access import SessionRef
 from agent.conversations import append_message
-from agent.errors import NotFound
+from agent.core.errors import NotFound
 from agent.models import Conversation, Message
 from tests.support.layer import Listener
 

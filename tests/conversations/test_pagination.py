@@ -22,7 +22,7 @@ from agent.conversations import (
     list_conversations,
     list_messages,
 )
-from agent.errors import InvalidCursor
+from agent.core.errors import InvalidCursor
 from agent.models import Conversation, Message
 
 pytestmark = pytest.mark.django_db

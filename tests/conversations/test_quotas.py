@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from agent import conversations
 from agent.access import SessionRef
-from agent.errors import TooManyChats
+from agent.core.errors import TooManyChats
 from agent.models import Conversation
 from tests.support.races import at_once
 from tests.support.sessions import login

@@ -6,7 +6,7 @@ import pytest
 
 from agent import conversations
 from agent.access import SessionRef
-from agent.errors import NotFound
+from agent.core.errors import NotFound
 from agent.models import Conversation, Message
 from tests.support.races import at_once
 

@@ -1,13 +1,14 @@
-"""Fixtures of the events tests: someone else's chat, a channel layer of each test's own."""
+"""Fixtures of the events tests: someone else's chat, a channel layer of each test's own, the checks' clock."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
 from agent.conversations import append_message
 from agent.models import Conversation, Message
+from agent.web.shared_reads import CLOCK, SCOPE_FRESH_S
 from tests.support.factories import ConversationFactory
 
 
@@ -26,3 +27,11 @@ def _a_channel_layer_per_test() -> Any:
     channel_layers.backends.clear()
     yield
     channel_layers.backends.clear()
+
+
+@pytest.fixture
+def stale_checks(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
+    """Make every scope check and message read so far older than a tab may use, by moving the process's
+    freshness clock on (back where it was after the test) instead of sleeping."""
+    monkeypatch.setattr(CLOCK, "skipped", CLOCK.skipped)
+    return lambda: CLOCK.skip(SCOPE_FRESH_S + 0.1)

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.sessions.models import Session
 from django.test import Client
 
-from agent import events
 from agent.access import SessionRef
-from agent.web.delivery import SCOPE_FRESH_S
+from agent.core import events
 from agent.web.feed import Feed
 from tests.support.sockets import close_code, error_frame, opened, parsed, subscribed
 
@@ -63,13 +61,13 @@ async def test_a_draft_comes_rendered_by_the_rules_of_stored_answers(
 
 
 async def test_a_socket_whose_session_ended_gets_no_draft_and_closes(
-    no_idle_recheck: None, session: tuple[Client, SessionRef], chat: Any
+    no_idle_recheck: None, session: tuple[Client, SessionRef], chat: Any, stale_checks: Callable[[], None]
 ) -> None:
     client = session[0]
     ws = await opened(client)
     await subscribed(ws, chat)
     await sync_to_async(Session.objects.filter(session_key=client.session.session_key).delete)()  # no signal
-    await asyncio.sleep(SCOPE_FRESH_S + 0.2)  # the socket's last check is now too old to trust
+    stale_checks()  # the socket's last check is now too old to trust
     await draft(chat, "SECRET-DRAFT-TEXT")
     code, frames = await close_code(ws, within=5)
     assert code == 4401 and parsed(frames) == [error_frame("session_gone")]
@@ -77,7 +75,7 @@ async def test_a_socket_whose_session_ended_gets_no_draft_and_closes(
 
 
 async def test_a_check_serves_the_drafts_of_one_second_and_the_next_draft_checks_again(
-    no_idle_recheck: None, session: tuple[Client, SessionRef], chat: Any
+    no_idle_recheck: None, session: tuple[Client, SessionRef], chat: Any, stale_checks: Callable[[], None]
 ) -> None:
     client = session[0]
     ws = await opened(client)
@@ -87,7 +85,7 @@ async def test_a_check_serves_the_drafts_of_one_second_and_the_next_draft_checks
     await sync_to_async(Session.objects.filter(session_key=client.session.session_key).delete)()
     await draft(chat, "first, second")  # within the second: the check just made still serves
     assert (await ws.receive_json_from(timeout=5))["text"] == "first, second"
-    await asyncio.sleep(SCOPE_FRESH_S + 0.2)
+    stale_checks()
     await draft(chat, "first, second, third")  # a new check, which finds the session gone
     code, frames = await close_code(ws, within=5)
     assert code == 4401 and parsed(frames) == [error_frame("session_gone")]

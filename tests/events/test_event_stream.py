@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 import redis
@@ -19,10 +19,10 @@ from django.conf import settings as django_settings
 from django.contrib.sessions.models import Session
 from django.test import Client
 
-from agent import conversations, events
+from agent import conversations
 from agent.access import SessionRef
+from agent.core import events
 from agent.models import Conversation, Message
-from agent.web.delivery import SCOPE_FRESH_S
 from tests.support.sessions import login
 from tests.support.sockets import error_frame, parsed
 from tests.support.streams import opened
@@ -228,13 +228,13 @@ async def test_a_comment_line_keeps_an_idle_stream_open(
 
 
 async def test_a_logged_out_session_gets_an_error_frame_and_nothing_else(
-    session: tuple[Client, SessionRef], chat: Conversation
+    session: tuple[Client, SessionRef], chat: Conversation, stale_checks: Callable[[], None]
 ) -> None:
     client, ref = session
     stream = await opened(client, conversation=chat.pk)
     await stream.event()
     # given: every check so far is older than the freshness the stream needs before content
-    await asyncio.sleep(SCOPE_FRESH_S + 0.1)
+    stale_checks()
     # when: the session row goes without a signal, and content follows
     await database_sync_to_async(Session.objects.filter(session_key=ref.session_key).delete)()
     await database_sync_to_async(append)(chat, "secret answer")

@@ -6,7 +6,7 @@ import asyncio
 import json
 import logging
 import time
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 import redis
@@ -18,11 +18,12 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from agent import conversations, events
+from agent import conversations
 from agent.access import SessionRef
+from agent.core import events
 from agent.models import Conversation, Message
-from agent.web import delivery
-from agent.web.delivery import SCOPE_FRESH_S
+from agent.web import shared_reads
+from agent.web.shared_reads import SCOPE_FRESH_S
 from tests.support.sessions import login
 from tests.support.sockets import close_code, error_frame, opened, parsed, subscribed
 
@@ -55,19 +56,17 @@ def append(chat: Conversation, content: str) -> Message:
     return conversations.append_message(chat.pk, role=Message.Role.ASSISTANT, content=content)
 
 
-async def stale_checks() -> None:
-    """Let every scope check made so far grow older than a socket may use."""
-    await asyncio.sleep(SCOPE_FRESH_S + 0.1)
-
-
 async def test_ten_tabs_of_one_session_cost_one_check_and_one_read_per_message(
-    session: tuple[Client, SessionRef], chat: Conversation, monkeypatch: pytest.MonkeyPatch
+    session: tuple[Client, SessionRef],
+    chat: Conversation,
+    monkeypatch: pytest.MonkeyPatch,
+    stale_checks: Callable[[], None],
 ) -> None:
     tabs = [await opened(session[0]) for _ in range(10)]
     for tab in tabs:
         await subscribed(tab, chat)
-    await stale_checks()
-    checks = Calls(monkeypatch, delivery, "authorize_session")
+    stale_checks()
+    checks = Calls(monkeypatch, shared_reads, "authorize_session")
     reads = Calls(monkeypatch, conversations, "message_view")
     message = await sync_to_async(append)(chat, "to every tab")
     frames = [await tab.receive_json_from(timeout=5) for tab in tabs]
@@ -78,14 +77,14 @@ async def test_ten_tabs_of_one_session_cost_one_check_and_one_read_per_message(
 
 
 async def test_two_sessions_of_one_user_each_check_their_own_session_and_share_the_read(
-    user: Any, chat: Conversation, monkeypatch: pytest.MonkeyPatch
+    user: Any, chat: Conversation, monkeypatch: pytest.MonkeyPatch, stale_checks: Callable[[], None]
 ) -> None:
     clients = [(await sync_to_async(login)(user))[0] for _ in range(2)]
     tabs = [await opened(client) for client in clients for _ in range(2)]
     for tab in tabs:
         await subscribed(tab, chat)
-    await stale_checks()
-    checks = Calls(monkeypatch, delivery, "authorize_session")
+    stale_checks()
+    checks = Calls(monkeypatch, shared_reads, "authorize_session")
     reads = Calls(monkeypatch, conversations, "message_view")
     await sync_to_async(append)(chat, "to both sessions")
     for tab in tabs:
@@ -96,12 +95,15 @@ async def test_two_sessions_of_one_user_each_check_their_own_session_and_share_t
 
 
 async def test_a_check_younger_than_a_second_serves_the_next_message_too(
-    session: tuple[Client, SessionRef], chat: Conversation, monkeypatch: pytest.MonkeyPatch
+    session: tuple[Client, SessionRef],
+    chat: Conversation,
+    monkeypatch: pytest.MonkeyPatch,
+    stale_checks: Callable[[], None],
 ) -> None:
     tab = await opened(session[0])
     await subscribed(tab, chat)
-    await stale_checks()
-    checks = Calls(monkeypatch, delivery, "authorize_session")
+    stale_checks()
+    checks = Calls(monkeypatch, shared_reads, "authorize_session")
     for content in ("one", "two"):
         await sync_to_async(append)(chat, content)
         assert (await tab.receive_json_from(timeout=5))["message"]["content"] == content
@@ -159,7 +161,7 @@ async def test_a_missing_message_event_makes_the_tab_resync_instead_of_showing_a
     await layer.group_discard(events.topic(chat.pk), probe)
     lost_before = events.losses["missed message"]
     # when: the next message arrives
-    with caplog.at_level(logging.WARNING, logger="agent.events"):
+    with caplog.at_level(logging.WARNING, logger="agent.core.events"):
         await sync_to_async(append)(chat, "the next one")
         frame = await tab.receive_json_from(timeout=5)
     # then: the tab is told to read what it missed, not shown the second message alone, and the server counts it
@@ -228,7 +230,7 @@ async def test_a_logout_closes_the_socket_at_once_while_its_events_wait_for_the_
 
 
 async def test_reads_that_wait_for_the_database_thread_go_to_it_in_one_call(
-    make_user: Any, monkeypatch: pytest.MonkeyPatch
+    make_user: Any, monkeypatch: pytest.MonkeyPatch, stale_checks: Callable[[], None]
 ) -> None:
     tabs, chats = [], []
     for _ in range(3):
@@ -238,10 +240,10 @@ async def test_reads_that_wait_for_the_database_thread_go_to_it_in_one_call(
         await subscribed(tab, chat)
         tabs.append(tab)
         chats.append(chat)
-    await stale_checks()
+    stale_checks()
     batches: list[int] = []
-    each = delivery._each
-    monkeypatch.setattr(delivery, "_each", lambda works: batches.append(len(works)) or each(works))
+    each = shared_reads._each
+    monkeypatch.setattr(shared_reads, "_each", lambda works: batches.append(len(works)) or each(works))
     # given: the database thread is busy while a message comes to each of three users' chats
     database_busy = asyncio.ensure_future(sync_to_async(time.sleep)(1))
 

@@ -14,8 +14,9 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import Client
 
-from agent import conversations, events
+from agent import conversations
 from agent.access import SessionRef
+from agent.core import events
 from agent.models import Conversation, Message
 from agent.web.feed import Feed
 from agent.web.rendering import page_view

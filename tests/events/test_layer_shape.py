@@ -1,4 +1,4 @@
-"""What ``agent.layers`` builds on inside channels-redis, checked against the installed release.
+"""What ``agent.live.channel_layer`` builds on inside channels-redis, checked against the installed release.
 
 The layer replaces upstream's receive buffers, sends to a group with a script of its own
 that writes upstream's per-channel sorted sets, and makes its own connection pools; each
@@ -19,12 +19,12 @@ from channels_redis.core import BoundedQueue
 from channels_redis.core import RedisChannelLayer as Upstream
 from django.conf import settings
 
-from agent.layers import RedisChannelLayer
+from agent.live.channel_layer import RedisChannelLayer
 
 UPSTREAM = f"channels-redis {version('channels-redis')}"
 REDIS_URL = settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"][0]["address"]
 
-CALLED = {  # what agent.layers calls or overrides on upstream's layer, with the parameters it passes
+CALLED = {  # what agent.live.channel_layer calls or overrides on upstream's layer, with the parameters it passes
     "connection": ["index"],
     "consistent_hash": ["value"],
     "create_pool": ["index"],
@@ -38,7 +38,7 @@ ATTRIBUTES = ("capacity", "expiry", "group_expiry", "hosts", "receive_buffer")
 def test_the_methods_the_layer_calls_take_the_parameters_it_passes() -> None:
     for name, parameters in CALLED.items():
         method = getattr(Upstream, name, None)
-        assert callable(method), f"{UPSTREAM}: RedisChannelLayer.{name}, which agent.layers calls, is gone"
+        assert callable(method), f"{UPSTREAM}: RedisChannelLayer.{name}, which agent.live.channel_layer calls, is gone"
         found = [p for p in inspect.signature(method).parameters if p != "self"]
         assert found == parameters, f"{UPSTREAM}: RedisChannelLayer.{name} now takes {found}, not {parameters}"
 
@@ -46,12 +46,14 @@ def test_the_methods_the_layer_calls_take_the_parameters_it_passes() -> None:
 def test_the_attributes_the_layer_reads_are_set_by_upstreams_constructor() -> None:
     layer = Upstream(hosts=[REDIS_URL])
     missing = [name for name in ATTRIBUTES if not hasattr(layer, name)]
-    assert not missing, f"{UPSTREAM}: RedisChannelLayer() no longer sets {missing}, which agent.layers reads"
+    assert not missing, (
+        f"{UPSTREAM}: RedisChannelLayer() no longer sets {missing}, which agent.live.channel_layer reads"
+    )
     assert isinstance(layer.hosts, list) and isinstance(layer.hosts[0], dict), f"{UPSTREAM}: hosts changed shape"
 
 
 def test_upstreams_receive_reads_and_drops_buffers_as_the_layers_own_buffers_expect() -> None:
-    # agent.layers.LocalBuffers stands in for upstream's defaultdict: it must be read by key and deleted by key
+    # the app's LocalBuffers stands in for upstream's defaultdict: it must be read by key and deleted by key
     source = inspect.getsource(Upstream.receive)
     assert "self.receive_buffer[" in source and "del self.receive_buffer[" in source, (
         f"{UPSTREAM}: RedisChannelLayer.receive no longer reads receive_buffer by channel and deletes it after"

@@ -1,4 +1,4 @@
-"""The channel layer the app ships (agent.layers): sockets that stay open, groups that are left, no silent drops."""
+"""The channel layer the app ships (agent.live): sockets that stay open, groups that are left, no silent drops."""
 
 from __future__ import annotations
 
@@ -18,11 +18,17 @@ from channels.layers import get_channel_layer
 from django.conf import settings as django_settings
 from django.test import Client, override_settings
 
-from agent import conversations, events
+from agent import conversations
 from agent.access import SessionRef
 from agent.checks.services import check_channel_layer_timeout
-from agent.events import losses
-from agent.layers import SOCKET_TIMEOUT_S, RedisChannelLayer, redis_channel_layer, redis_default_socket_timeout
+from agent.core import events
+from agent.core.events import losses
+from agent.live.channel_layer import (
+    SOCKET_TIMEOUT_S,
+    RedisChannelLayer,
+    redis_channel_layer,
+    redis_default_socket_timeout,
+)
 from tests.support.sockets import opened, subscribed
 from tests.support.waiting import free_port
 
@@ -274,7 +280,7 @@ async def test_an_event_a_full_channel_cannot_take_is_counted_and_logged(caplog:
     group, channel = f"agent.test.{time.monotonic_ns()}", f"agenttest.{time.monotonic_ns()}"
     await layer.group_add(group, channel)
     full_before = losses["layer full"]
-    with caplog.at_level(logging.WARNING, logger="agent.layers"):
+    with caplog.at_level(logging.WARNING, logger="agent.live.channel_layer"):
         await layer.group_send(group, {"type": "test.event", "n": 1})
         await layer.group_send(group, {"type": "test.event", "n": 2})
     assert losses["layer full"] == full_before + 1 and "full and lost an event" in caplog.text

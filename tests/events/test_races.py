@@ -19,7 +19,7 @@ from django.test import Client
 from agent import confirmations, turns
 from agent.access import SessionRef
 from agent.conversations import list_messages
-from agent.errors import Busy, NotFound, NotWaiting
+from agent.core.errors import Busy, NotFound, NotWaiting
 from agent.models import Confirmation, Conversation, Message, Turn
 from agent.tasks import run_turn
 from tests.notes.models import Note

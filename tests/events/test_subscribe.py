@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from agent import conversations, errors
+from agent import conversations
 from agent.access import SessionRef
+from agent.core import errors
 from agent.models import AgentSettings, Conversation
 from tests.support.layer import Listener
 

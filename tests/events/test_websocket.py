@@ -16,7 +16,7 @@ from django.test import Client
 from agent import conversations
 from agent.access import SessionRef
 from agent.models import Conversation, Message
-from agent.web.delivery import SCOPE_FRESH_S
+from agent.web.shared_reads import SCOPE_FRESH_S
 from tests.support.sessions import login
 from tests.support.sockets import close_code, error_frame, finish_refused, opened, parsed, socket, subscribed
 

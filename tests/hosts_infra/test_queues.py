@@ -70,7 +70,7 @@ def test_every_task_goes_to_the_queue_the_site_names_whoever_sends_it(site_queue
 
 
 def test_the_default_queue_is_agent() -> None:
-    from agent.conf import AgentConf
+    from agent.core.conf import AgentConf
 
     assert AgentConf().defaults()["TASK_QUEUE"] == "agent"
 

@@ -7,7 +7,7 @@ from typing import Any
 from django.test import override_settings
 
 from agent.checks.services import check_redis_is_not_a_cluster
-from agent.layers import redis_channel_layer
+from agent.live.channel_layer import redis_channel_layer
 from tests.support.redis_servers import SentinelSet, Servers
 from tests.support.waiting import free_port
 

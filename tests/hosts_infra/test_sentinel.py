@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from channels.layers import channel_layers
 
-from agent.layers import (
+from agent.live.channel_layer import (
     MAX_CONNECTIONS,
     POOL_TIMEOUT_S,
     SOCKET_TIMEOUT_S,

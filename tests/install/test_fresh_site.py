@@ -25,7 +25,7 @@ import psycopg
 import pytest
 from django.conf import settings
 
-from agent.conf import agent_settings
+from agent.core.conf import agent_settings
 from tests.support.live_site import Visitor, frames_until, log_tail, next_frame, start, stop, wait_for_port
 from tests.support.model_server import answer, tool_calls
 from tests.support.packaging import ROOT, pip_env, run, source_copy

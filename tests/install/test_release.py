@@ -55,6 +55,6 @@ def test_the_package_builds_into_a_wheel_and_an_sdist_that_twine_accepts(tmp_pat
     # and the sdist holds the changelog, whose newest release is this version
     with tarfile.open(sdist) as archive:
         inside = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
-    assert {"CHANGELOG.md", "LICENSE", "README.md", "pyproject.toml", "agent/statements.py"} <= inside
+    assert {"CHANGELOG.md", "LICENSE", "README.md", "pyproject.toml", "agent/core/statements.py"} <= inside
     releases = re.findall(r"^## (\S+)", (ROOT / "CHANGELOG.md").read_text(), re.M)
     assert releases[0] == agent.__version__

@@ -12,7 +12,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from agent.ai import AIError, complete
-from agent.errors import Blocked, BudgetExceeded
+from agent.core.errors import Blocked, BudgetExceeded
 from agent.limits.admission import admit, report_off_purpose
 from agent.models import AgentSettings, AIRequest, OffPurposeFlag, Turn, UserSettings
 from tests.support.factories import ConversationFactory

@@ -14,8 +14,8 @@ from django.urls import reverse
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application, Grant, RefreshToken
 
-from agent import errors
 from agent.access import McpRef, authorize_session
+from agent.core import errors
 from agent.mcp.tokens import digest
 from agent.models import McpCall
 from tests.mcp.test_oauth import CALLBACK, member, public_client

@@ -16,8 +16,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from agent import errors
 from agent.access import McpRef, authorize_session
+from agent.core import errors
 from agent.mcp import issue_token, revoke_token, tokens
 from agent.models import McpCall, McpToken
 from tests.support.sessions import csrf_client, grant

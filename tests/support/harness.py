@@ -30,7 +30,7 @@ from django.db import connection
 from websockets.exceptions import ConnectionClosed, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
-from agent.conf import agent_settings
+from agent.core.conf import agent_settings
 from tests.support.waiting import free_port, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.test import Client
 
-from agent.errors import error_body, refusal_named
+from agent.core.errors import error_body, refusal_named
 from agent.models import Conversation
 from tests.asgi import application
 

@@ -11,8 +11,8 @@ import pytest
 from django.utils import timezone, translation
 from django.utils.translation import gettext
 
-from agent import errors
 from agent.access import SessionRef, TelegramRef, authorize_session
+from agent.core import errors
 from agent.models import TelegramLink, TelegramLinkToken
 from agent.telegram import link_token, link_url, live_links, revoke
 from tests.support.sessions import login

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from agent import turns
 from agent.access import SessionRef
-from agent.conf import agent_settings
+from agent.core.conf import agent_settings
 from agent.models import AIRequest, Lock, Turn
 from agent.turns import monitor
 from tests.support.model_server import ScriptedModelServer, answer

@@ -13,7 +13,7 @@ from django.utils import timezone
 from agent import turns
 from agent.access import SessionRef
 from agent.conversations import create_conversation, delete_conversation
-from agent.errors import Busy
+from agent.core.errors import Busy
 from agent.models import Lock, Message, Turn
 from agent.tasks import run_turn, sweep_turns
 from agent.turns import locks, monitor, runner

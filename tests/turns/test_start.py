@@ -15,7 +15,7 @@ from django.utils import timezone, translation
 from agent import turns
 from agent.access import SessionRef
 from agent.conversations import create_conversation, delete_conversation
-from agent.errors import (
+from agent.core.errors import (
     Blocked,
     BudgetExceeded,
     Busy,

@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 
-from agent import events, turns
+from agent import turns
 from agent.access import SessionRef
 from agent.ai import AIError, complete
 from agent.ai.providers import StreamAssembly
 from agent.ai.streaming import _lines
+from agent.core import events
 from agent.models import AIRequest, Turn
 from agent.turns import stream
 from tests.support.layer import Listener

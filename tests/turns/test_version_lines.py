@@ -13,7 +13,7 @@ from django.db import connection, transaction
 
 from agent import confirmations, turns
 from agent.conversations import get_conversation, get_message
-from agent.errors import NotWaiting
+from agent.core.errors import NotWaiting
 from agent.models import Confirmation, Message
 from agent.tasks import run_turn
 from tests.notes.models import Note

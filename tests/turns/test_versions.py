@@ -13,12 +13,11 @@ from django.test.utils import CaptureQueriesContext
 
 from agent import turns
 from agent.conversations import get_conversation, get_message, list_messages
-from agent.errors import Busy, Impersonated, NotFound
-from agent.events import topic
+from agent.core.errors import Busy, Impersonated, NotFound
+from agent.core.events import topic
 from agent.models import Attachment, Message, Turn
 from agent.tasks import run_turn
 from agent.turns import history
-from tests.support.layer import Listener
 from tests.support.model_server import answer, error
 from tests.support.sessions import login
 
@@ -376,13 +375,14 @@ def test_history_reads_the_active_line_only(ref, chat, two_rounds, model_server)
 
 
 @pytest.mark.parametrize("door", ["edit", "regenerate", "switch"])
-def test_each_door_tells_open_tabs_the_line_changed_with_uuids_only(ref, chat, two_rounds, model_server, door):
-    # given a listener on the chat's group (and, for a switch, a second version to switch to)
+def test_each_door_tells_open_tabs_the_line_changed_with_uuids_only(
+    ref, chat, two_rounds, model_server, capture_events, door
+):
+    # given a chat (and, for a switch, a second version to switch to)
     if door == "switch":
         model_server.push(answer("Dogs woof."))
         run_turn(str(turns.regenerate(ref, chat.pk, two_rounds[3].pk, impersonated=False).pk))
-    listener = Listener()
-    listener.join(topic(chat.pk))
+    capture_events.clear()
 
     # when the door is used
     if door == "edit":
@@ -392,6 +392,6 @@ def test_each_door_tells_open_tabs_the_line_changed_with_uuids_only(ref, chat, t
     else:
         turns.switch_version(ref, chat.pk, two_rounds[3].pk, impersonated=False)
 
-    # then the tabs hear that the line changed, and nothing of its content
-    heard = [listener.receive() for _ in range(2 if door != "switch" else 1)]
-    assert {"type": "agent.line_changed", "conversation": str(chat.pk)} in heard
+    # then the chat's tabs are told that the line changed, and nothing of its content
+    told = [event for group, event in capture_events if group == topic(chat.pk)]
+    assert {"type": "agent.line_changed", "conversation": str(chat.pk)} in told

@@ -10,8 +10,8 @@ import pytest
 from django.core.files.base import ContentFile
 from django.urls import reverse
 
-from agent import recordings
 from agent.models import AIRequest, Endpoint
+from agent.voice import recordings
 from tests.support.audio import encoded, wav
 from tests.support.model_server import transcript
 from tests.support.sessions import csrf_client

@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from agent import voice
 from agent.access import SessionRef
-from agent.errors import BudgetExceeded, NotConfigured, NotFound, SessionGone, SpeechFailed
+from agent.core.errors import BudgetExceeded, NotConfigured, NotFound, SessionGone, SpeechFailed
 from agent.models import AgentSettings, AIRequest, Endpoint, UserSettings
 from agent.web.views import page_config
 from tests.support.audio import encoded, wav

@@ -16,8 +16,9 @@ from django.urls import reverse
 from django.utils import translation
 from django.utils.translation import gettext
 
-from agent import errors, turns
+from agent import turns
 from agent.conversations import create_conversation
+from agent.core import errors
 from agent.models import Conversation, Turn, UserSettings
 from agent.tasks import run_turn
 from agent.web.http import refusal_response

@@ -9,7 +9,7 @@ from django.utils import translation
 from django.utils.translation import gettext_lazy
 
 from agent.notices import tone as notice_tone
-from agent.presentation import card_fields
+from agent.step_labels import card_fields
 from agent.web.rendering import page_view
 
 

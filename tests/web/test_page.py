@@ -12,7 +12,8 @@ from django.urls import reverse
 from django.utils import translation
 from django.utils.translation import check_for_language
 
-from agent import conversations, errors
+from agent import conversations
+from agent.core import errors
 from agent.models import AgentSettings, UserSettings
 from tests.support.factories import UserFactory
 from tests.support.inert import parse

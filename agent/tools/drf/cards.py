@@ -17,7 +17,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.viewsets import GenericViewSet
 
-from ...conf import agent_settings
+from ...core.conf import agent_settings
 from ..registry import ToolContext, card_value, object_name
 from .actions import WRITES, Action, split_arguments
 from .dispatch import refusal, view_for

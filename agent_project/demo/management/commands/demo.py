@@ -97,7 +97,7 @@ class Command(BaseCommand):
 
 def _start_worker() -> None:
     """A Celery worker on threads, and the sweep every 10 s, inside this process."""
-    from agent.conf import agent_settings
+    from agent.core.conf import agent_settings
     from agent.tasks import sweep_turns
     from agent_project.celery import app
 

@@ -166,7 +166,7 @@ async def leave(layer: Any, channel_name: str, groups: Iterable[str]) -> None:
 
 
 def forget_channel(layer: Any, channel_name: str) -> None:
-    """Drop what the process buffers for a channel whose socket ended (``agent.layers``' layer: from now on too)."""
+    """Drop what the process buffers for a channel whose socket ended (the app's own layer; others keep theirs)."""
     forget = getattr(layer, "forget_channel", None)
     if forget is not None:
         forget(channel_name)

@@ -17,7 +17,7 @@ from django.utils.translation import ngettext
 
 from .access import Actor, Scope, authorize_session
 from .ai import endpoints, providers
-from .conf import agent_settings
+from .core.conf import agent_settings
 from .limits import caps, quotas
 from .models import AgentSettings, Endpoint, UserSettings
 from .tools.executor import visible_for

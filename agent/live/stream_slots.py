@@ -20,7 +20,7 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
-from .conf import agent_settings
+from ..core.conf import agent_settings
 
 _TAKE = """
 local now = tonumber(ARGV[1])

@@ -26,6 +26,23 @@ from .rendering import page_view
 SCOPE_FRESH_S = 1.0
 """A tab gets content only under a scope checked at most this long ago."""
 
+
+class FreshnessClock:
+    """The monotonic clock the age of a check or a read is judged on, one per process. A test moves it on
+    (``skip``) instead of sleeping until what was checked is older than ``SCOPE_FRESH_S``."""
+
+    def __init__(self) -> None:
+        self.skipped = 0.0
+
+    def now(self) -> float:
+        return time.monotonic() + self.skipped
+
+    def skip(self, seconds: float) -> None:
+        self.skipped += seconds
+
+
+CLOCK = FreshnessClock()
+
 TIDY_S = 1.0
 """How often the shared reads let Django close an old or broken connection and check a kept one."""
 
@@ -41,7 +58,7 @@ class SharedView:
         read.add_done_callback(self._done)
 
     def _done(self, read: asyncio.Future[dict[str, Any]]) -> None:
-        self.done_at = time.monotonic()
+        self.done_at = CLOCK.now()
         if not read.cancelled() and read.exception() is None:
             self.view = read.result()
 
@@ -71,7 +88,7 @@ class SharedReads:
         self.checks: dict[tuple[str, Any, bool], tuple[float, asyncio.Future[Scope]]] = {}
         self.views: dict[tuple[Any, str, str], SharedView] = {}
         self.revocations: dict[str, float] = {}
-        self.pruned = time.monotonic()
+        self.pruned = CLOCK.now()
         self.waiting: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
         self.calling: asyncio.Task[None] | None = None
         self.tidied = 0.0
@@ -93,7 +110,7 @@ class SharedReads:
         entry = self.checks.get(key)
         if entry is None or entry[0] < since:
             check = self._in_next_call(lambda: authorize_session(ref, impersonated=impersonated))
-            entry = self.checks[key] = (time.monotonic(), check)
+            entry = self.checks[key] = (CLOCK.now(), check)
             self._prune()
         return await asyncio.shield(entry[1])  # a socket that closes meanwhile must not cancel the others' check
 
@@ -101,7 +118,7 @@ class SharedReads:
         """The message as its user's tabs see it, read once for them all."""
         key = (scope.user_id, conversation_id, message_id)
         shared = self.views.get(key)
-        if shared is None or (shared.done_at is not None and time.monotonic() - shared.done_at > SCOPE_FRESH_S):
+        if shared is None or (shared.done_at is not None and CLOCK.now() - shared.done_at > SCOPE_FRESH_S):
             read = self._in_next_call(lambda: conversations.message_view(scope, conversation_id, message_id))
             shared = self.views[key] = SharedView(read)
             self._prune()
@@ -110,7 +127,7 @@ class SharedReads:
 
     def first_seen(self, revocation: str | None) -> float:
         """When this process first heard of a revocation: a check begun since then sees it."""
-        now = time.monotonic()
+        now = CLOCK.now()
         if not revocation:
             return now
         return self.revocations.setdefault(revocation, now)
@@ -155,7 +172,7 @@ class SharedReads:
             self.calling = None
 
     def _prune(self) -> None:
-        now = time.monotonic()
+        now = CLOCK.now()
         if now - self.pruned < SCOPE_FRESH_S:
             return
         self.pruned = now

@@ -6,7 +6,7 @@ from typing import Any, Iterable
 
 from django.db.models import Q
 
-from ..errors import file_failure_message
+from ..core.errors import file_failure_message
 from ..models import Attachment, Conversation, Message
 
 

@@ -4,7 +4,7 @@ Telegram, sent as their message, marked as spoken).
 ``transcribe`` is a door like the chats' own: the actor's checks and the chat's, the recording's
 limits, the user's per-minute cap, then the speech endpoint in effect for the user
 (``agent.ai.endpoints.speech``). What the recording is and how long it lasts are read from its
-bytes (``agent.recordings``), never from its name or what the client says; only audio goes to
+bytes (``agent.voice.recordings``), never from its name or what the client says; only audio goes to
 the endpoint, named by the format found, and it is never kept.
 """
 
@@ -15,13 +15,14 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
 
-from . import notices, recordings
-from .access import Actor
-from .ai import AIError, endpoints, speech
-from .conf import agent_settings
-from .conversations import authorize_conversation
-from .errors import BudgetExceeded, NotConfigured, SpeechFailed
-from .limits import caps, quotas
+from .. import notices
+from ..access import Actor
+from ..ai import AIError, endpoints, speech
+from ..conversations import authorize_conversation
+from ..core.conf import agent_settings
+from ..core.errors import BudgetExceeded, NotConfigured, SpeechFailed
+from ..limits import caps, quotas
+from . import recordings
 
 SLACK_S = 1.0
 """A recorder stopped at the limit may report a moment more."""
