@@ -30,3 +30,12 @@ def at_once(*calls: Callable[[], Any]) -> list[tuple[str, Any]]:
         thread.join(timeout=20)
     assert not any(t.is_alive() for t in threads), "a racing call hung"
     return outcomes
+
+
+def waiting_on_locks() -> int:
+    """How many other sessions of the test database wait on a lock now (one a racing call met)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        return int(cursor.fetchone()[0])

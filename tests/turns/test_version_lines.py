@@ -5,7 +5,6 @@ edit stopped before it ran. After each, the line is one path and nothing the use
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -18,7 +17,9 @@ from agent.models import Confirmation, Message
 from agent.tasks import run_turn
 from tests.notes.models import Note
 from tests.support.model_server import answer, tool_calls
+from tests.support.races import waiting_on_locks
 from tests.support.turns import one_active_line
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -91,8 +92,8 @@ def test_a_card_decided_while_the_line_switches_leaves_one_active_line(
     run_turn(str(turns.regenerate(ref, chat.pk, other.pk, impersonated=False).pk))
     card = Confirmation.objects.get(status=Confirmation.Status.WAITING)
     # when: the card is confirmed while a switch goes back to the first answer, the one that starts
-    # first holding its transaction open until the other has begun
-    began, outcomes = threading.Event(), {}
+    # first holding its transaction open until the other waits on its locks (or ended without waiting)
+    began, release, outcomes = threading.Event(), threading.Event(), {}
 
     def confirm() -> Any:
         return confirmations.confirm(ref, card.pk, impersonated=False).status
@@ -106,7 +107,7 @@ def test_a_card_decided_while_the_line_switches_leaves_one_active_line(
                 outcomes[name] = call()
                 began.set()
                 if leads:
-                    time.sleep(0.5)  # the other starts meanwhile, and meets this one's locks
+                    release.wait(10)
         except Exception as error:
             outcomes[name] = type(error).__name__
         finally:
@@ -120,6 +121,8 @@ def test_a_card_decided_while_the_line_switches_leaves_one_active_line(
     second = "switch" if first == "confirm" else "confirm"
     follower = threading.Thread(target=run, args=(second, calls[second], False))
     follower.start()
+    wait_until(lambda: second in outcomes or waiting_on_locks(), what=f"the {second} to meet the {first}'s locks")
+    release.set()
     leader.join(20), follower.join(20)
     # then: the switch happened, the line is one path ending in the first answer, and the card was
     # decided once: confirmed before the switch, or cancelled by it (its message left the line)
