@@ -22,6 +22,27 @@ CHECK_EVERY_S = 0.5
 """How often a streaming round checks its turn (stop, deadline, leases, session): a stop halts it within a second."""
 
 
+class Clock(Protocol):
+    """The time a draft reads, and how it runs a send later (a test passes one it moves by hand)."""
+
+    def now(self) -> float: ...
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> None: ...
+
+
+class _EventsClock:
+    """Monotonic time; a later send runs on the events loop, in order with the process's other sends."""
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> None:
+        events.call_later(delay, callback)
+
+
+REAL_TIME: Clock = _EventsClock()
+
+
 class Follower(Protocol):
     """A front end other than the page that shows a round's answer while it streams (a Telegram chat)."""
 
@@ -53,7 +74,8 @@ class Draft:
     ``CHECK_EVERY_S`` (for a ``watched`` turn, when the process's watcher says so);
     what it raises ends the model call. Sends happen on the
     events loop, so they keep their order with the stored answer's event; after
-    ``close`` none begins.
+    ``close`` none begins. ``clock`` gives the time and runs the send due at an
+    interval's end (a test moves its own).
     """
 
     def __init__(
@@ -64,15 +86,17 @@ class Draft:
         check: Callable[[], Any],
         followers: list[Follower] | None = None,
         watched: Watch | None = None,
+        clock: Clock = REAL_TIME,
     ) -> None:
         self.conversation_id = conversation_id
+        self.clock = clock
         self.watched = watched
         self.followers = followers or []
         self.turn_id = turn_id
         self.round = round_number
         self.check = check
         self.interval = agent_settings.STREAM_INTERVAL_MS / 1000
-        self.next_check = time.monotonic() + CHECK_EVERY_S
+        self.next_check = clock.now() + CHECK_EVERY_S
         self.next_full_check = self.next_check
         self.lock = threading.Lock()
         self.text = ""
@@ -82,7 +106,7 @@ class Draft:
         self.closed = False
 
     def __call__(self, text: str) -> None:
-        now = time.monotonic()
+        now = self.clock.now()
         self._check_when_due(now)
         shown = off_purpose.draft_text(text)
         with self.lock:
@@ -94,12 +118,12 @@ class Draft:
                 self._send()
             else:
                 self.armed = True
-                events.call_later(wait, self._send_due)
+                self.clock.call_later(wait, self._send_due)
 
     def watch(self) -> None:
         """The check, when no chunk has run it for ``CHECK_EVERY_S``: the stream's watchdog calls this
         while the model sends nothing, so a stop never waits for the next chunk."""
-        self._check_when_due(time.monotonic())
+        self._check_when_due(self.clock.now())
 
     def _check_when_due(self, now: float) -> None:
         """Run ``check`` at most every ``CHECK_EVERY_S``; for a turn the process's watcher reads, only
@@ -114,7 +138,7 @@ class Draft:
             return
         self.check()
         pooled.give_back()  # the rest of the stream holds no database connection
-        checked_at = time.monotonic()
+        checked_at = self.clock.now()
         self.next_check = checked_at + CHECK_EVERY_S
         self.next_full_check = checked_at + FULL_CHECK_EVERY_S
 
@@ -135,7 +159,7 @@ class Draft:
 
     def _send(self) -> None:
         """Send the text so far (the lock held)."""
-        self.sent_at = time.monotonic()
+        self.sent_at = self.clock.now()
         self.sent_text = self.text
         events.answer_delta(self.conversation_id, self.turn_id, self.round, self.text)
         for follower in self.followers:

@@ -22,6 +22,7 @@ from agent.ai.streaming import _lines
 from agent.core import events
 from agent.models import AIRequest, Turn
 from agent.turns import stream
+from tests.support.clock import ManualClock
 from tests.support.layer import Listener
 from tests.support.model_server import ScriptedModelServer, answer, error, tool_calls
 from tests.support.turns import WORDS, agent_conf, messages_of, wait_ended
@@ -93,51 +94,63 @@ def test_assembly_is_not_finished_before_a_finish_reason_and_refuses_shapes_no_s
 # -- drafts ------------------------------------------------------------------------------------
 
 
-def drafts_heard(listener: Listener) -> list[str]:
-    texts = []
-    while (event := listener.receive(timeout=0.5)) is not None:
-        texts.append(event["text"])
-    return texts
+class Shown:
+    """A follower of a draft that notes each text the draft sends, with the draft's time then."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        self.clock = clock
+        self.sent: list[tuple[float, str]] = []
+
+    def show(self, text: str) -> None:
+        self.sent.append((self.clock.now(), text))
+
+    def close(self) -> None:
+        pass
 
 
-def test_a_draft_sends_the_first_text_at_once_and_the_rest_at_most_once_per_interval(chat: Any) -> None:
-    listener = Listener()
-    listener.join(events.topic(chat.pk))
-    draft = stream.Draft(chat.pk, "turn-1", 1, check=lambda: None)
-    began = time.monotonic()
+def test_a_draft_sends_the_first_text_at_once_and_the_rest_at_most_once_per_interval(
+    chat: Any, capture_events: list[tuple[str, dict[str, Any]]]
+) -> None:
+    clock = ManualClock()
+    shown = Shown(clock)
+    draft = stream.Draft(chat.pk, "turn-1", 1, check=lambda: None, followers=[shown], clock=clock)
     for n in range(1, 51):  # a chunk every 10 ms for half a second
         draft(WORDS[: n * 5])
-        time.sleep(0.01)
-    took = time.monotonic() - began
-    time.sleep(0.3)
-    texts = drafts_heard(listener)
-    assert texts[0] == WORDS[:5] and texts[-1] == WORDS[:250]  # the first at once, the last when its interval ended
-    assert 3 <= len(texts) <= took / 0.1 + 2
+        clock.advance(0.01)
+    clock.advance(draft.interval)
+    times, texts = zip(*shown.sent, strict=True)
+    assert (times[0], texts[0]) == (0, WORDS[:5])  # the first at once
+    assert texts[-1] == WORDS[:250]  # the last when its interval ended
+    assert all(later - earlier >= draft.interval - 1e-9 for earlier, later in zip(times, times[1:], strict=False))
+    assert len(texts) == round(0.5 / draft.interval) + 1  # once an interval, no more
+    deltas = [event["text"] for group, event in capture_events if event["type"] == events.ANSWER_DELTA]
+    assert deltas == list(texts)  # the chat's tabs get what the followers get
+    assert {group for group, _event in capture_events} == {events.topic(chat.pk)}
 
 
 def test_a_closed_draft_sends_nothing_more_not_even_what_waited_for_its_interval(chat: Any) -> None:
-    listener = Listener()
-    listener.join(events.topic(chat.pk))
-    draft = stream.Draft(chat.pk, "turn-1", 1, check=lambda: None)
+    clock = ManualClock()
+    shown = Shown(clock)
+    draft = stream.Draft(chat.pk, "turn-1", 1, check=lambda: None, followers=[shown], clock=clock)
     draft("Hello")
     draft("Hello, world")  # due when the interval ends
     draft.close()
     draft("Hello, world!")
-    time.sleep(0.3)
-    assert drafts_heard(listener) == ["Hello"]
+    clock.advance(1)
+    assert [text for _at, text in shown.sent] == ["Hello"]
 
 
 def test_a_draft_checks_the_turn_between_chunks_at_most_every_half_second() -> None:
+    clock = ManualClock()
     checks: list[float] = []
-    began = time.monotonic()
-    draft = stream.Draft("chat", "turn", 1, check=lambda: checks.append(time.monotonic()))
+    draft = stream.Draft("chat", "turn", 1, check=lambda: checks.append(clock.now()), clock=clock)
     draft.close()  # nothing is sent: only the checks are counted
-    while time.monotonic() - began < 1.2:
+    while clock.now() < 1.2:
         draft("text")
-        time.sleep(0.01)
-    assert 1 <= len(checks) <= 2  # at 0.5 s and 1 s, unless this thread was held up past 1.2 s
-    assert all(later - earlier >= stream.CHECK_EVERY_S for earlier, later in zip(checks, checks[1:], strict=False))
-    assert checks[0] - began >= stream.CHECK_EVERY_S  # none at the first chunk
+        clock.advance(0.01)
+    assert len(checks) == 2  # at 0.5 s and 1 s, none at the first chunk
+    assert checks[0] >= stream.CHECK_EVERY_S
+    assert checks[1] - checks[0] >= stream.CHECK_EVERY_S
 
 
 # -- complete() with a stream -------------------------------------------------------------------
