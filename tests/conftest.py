@@ -13,7 +13,7 @@ from agent.access import Scope, SessionRef, authorize_session
 from agent.conversations import create_conversation
 from agent.models import AgentSettings, Conversation, Endpoint
 from agent.tools import agent_tool, registry
-from tests.support.factories import UserFactory
+from tests.support.factories import EndpointFactory, UserFactory
 from tests.support.model_server import ScriptedModelServer
 from tests.support.sessions import grant, login
 from tests.support.workers import thread_worker
@@ -81,7 +81,7 @@ def model_server() -> Any:
 @pytest.fixture
 def endpoint(db: Any, model_server: ScriptedModelServer) -> Endpoint:
     """The site's default endpoint, pointed at the scripted server."""
-    row = Endpoint.objects.create(
+    row = EndpointFactory(
         name="scripted",
         base_url=model_server.base_url,
         api_key="sk-test-secret",
@@ -99,7 +99,7 @@ def endpoint(db: Any, model_server: ScriptedModelServer) -> Endpoint:
 @pytest.fixture
 def speech(db: Any, model_server: ScriptedModelServer) -> Endpoint:
     """The site's speech endpoint, on the scripted server."""
-    row = Endpoint.objects.create(
+    row = EndpointFactory(
         name="speech",
         base_url=model_server.base_url,
         api_key="sk-speech",

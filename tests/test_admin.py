@@ -5,8 +5,8 @@ from django.test import Client
 from django.urls import reverse
 
 from agent.conversations import append_message
-from agent.models import AIRequest, Conversation, Endpoint, Message, Turn
-from tests.support.factories import ConversationFactory, UserFactory
+from agent.models import AIRequest, Conversation, Message, Turn
+from tests.support.factories import AIRequestFactory, ConversationFactory, EndpointFactory, TurnFactory, UserFactory
 from tests.support.sessions import grant
 
 MODELS = [
@@ -70,9 +70,7 @@ def test_chat_page_shows_text_but_never_tool_results_with_view_chat_content(db, 
 
 
 def test_api_key_is_masked_in_the_list_and_never_rendered_in_the_form(staff):
-    endpoint = Endpoint.objects.create(
-        name="e", base_url="http://localhost:8080/v1", model="m", api_key="sk-live-abcdefgh1234"
-    )
+    endpoint = EndpointFactory(name="e", base_url="http://localhost:8080/v1", model="m", api_key="sk-live-abcdefgh1234")
     listing = staff.get(reverse("admin:agent_endpoint_changelist")).content.decode()
     form = staff.get(reverse("admin:agent_endpoint_change", args=[endpoint.pk])).content.decode()
     assert "sk-live-abcdefgh1234" not in listing and "••••1234" in listing
@@ -82,7 +80,7 @@ def test_api_key_is_masked_in_the_list_and_never_rendered_in_the_form(staff):
 def test_saving_the_endpoint_form_without_a_key_keeps_the_key(db):
     staff = Client()
     staff.force_login(grant(UserFactory(is_staff=True), "agent.manage_agent", "agent.manage_endpoints"))
-    endpoint = Endpoint.objects.create(name="e", base_url="http://localhost:8080/v1", model="m", api_key="sk-keep-me")
+    endpoint = EndpointFactory(name="e", base_url="http://localhost:8080/v1", model="m", api_key="sk-keep-me")
     data = {
         "name": "e",
         "base_url": "http://localhost:8080/v1",
@@ -103,7 +101,7 @@ def test_saving_the_endpoint_form_without_a_key_keeps_the_key(db):
 
 
 def test_turn_page_never_shows_the_session_key(staff, chat):
-    turn = Turn.objects.create(
+    turn = TurnFactory(
         conversation=chat,
         user=chat.user,
         language="en",
@@ -116,7 +114,7 @@ def test_turn_page_never_shows_the_session_key(staff, chat):
 
 
 def test_stop_action_marks_live_turns(staff, chat):
-    turn = Turn.objects.create(
+    turn = TurnFactory(
         conversation=chat,
         user=chat.user,
         language="en",
@@ -146,8 +144,8 @@ def test_restore_brings_a_deleted_chat_back(staff, chat):
 
 
 def test_journal_shows_cost_totals_by_user_and_day(staff, chat):
-    AIRequest.objects.create(user=chat.user, source="agent", task="agent.chat", status="success", cost_usd="0.25")
-    AIRequest.objects.create(user=chat.user, source="agent", task="agent.chat", status="success", cost_usd="0.50")
+    AIRequestFactory(user=chat.user, cost_usd="0.25")
+    AIRequestFactory(user=chat.user, cost_usd="0.50")
     response = staff.get(reverse("admin:agent_airequest_changelist"))
     totals = list(response.context["cost_totals"])
     assert totals[0]["calls"] == 2 and str(totals[0]["cost"]).startswith("0.75")
@@ -212,7 +210,7 @@ def test_a_cards_page_never_shows_its_arguments_or_preview(staff, chat):
 
 
 def test_a_journal_row_never_shows_its_captured_content(staff, chat):
-    row = AIRequest.objects.create(
+    row = AIRequestFactory(
         user=chat.user,
         source="agent",
         task="agent.chat",

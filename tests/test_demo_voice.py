@@ -11,8 +11,9 @@ import av
 import pytest
 
 from agent import voice
-from agent.models import AgentSettings, AIRequest, Endpoint
+from agent.models import AgentSettings, AIRequest
 from agent_project.demo import hearing, offline
+from tests.support.factories import EndpointFactory
 
 SPEECH = Path(__file__).resolve().parent / "fixtures" / "speech"
 
@@ -31,7 +32,7 @@ def test_a_recording_that_is_not_audio_is_refused_not_guessed() -> None:
 
 @pytest.mark.django_db
 def test_the_offline_model_transcribes_for_the_assistant(ref: Any, chat: Any) -> None:
-    endpoint = Endpoint.objects.create(
+    endpoint = EndpointFactory(
         name="offline", base_url=offline.serve(), model=offline.MODEL_NAME, supports_transcription=True, timeout_s=20
     )
     AgentSettings.objects.update(speech_endpoint=endpoint)

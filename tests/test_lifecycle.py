@@ -7,9 +7,9 @@ from django.test import override_settings
 from django.utils import timezone
 
 from agent.conversations import append_message
-from agent.models import AIRequest, Conversation, Message
+from agent.models import Conversation, Message
 from agent.tasks import purge_chats, run_turn, sweep_turns
-from tests.support.factories import ConversationFactory, UserFactory
+from tests.support.factories import AIRequestFactory, ConversationFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -48,7 +48,7 @@ def test_deleting_a_user_deletes_their_chats_but_keeps_the_journal():
     user = UserFactory()
     chat = ConversationFactory(user=user)
     append_message(chat.pk, role=Message.Role.USER, content="hello")
-    row = AIRequest.objects.create(user=user, source="agent", task="agent.chat", status="success")
+    row = AIRequestFactory(user=user, status="success")
     user.delete()
     assert not Conversation.objects.filter(pk=chat.pk).exists()
     row.refresh_from_db()

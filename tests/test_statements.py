@@ -19,8 +19,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agent.core.statements import Statement, StatementError, _parts, slot
-from agent.models import UserSettings
-from tests.support.factories import UserFactory
+from tests.support.factories import UserFactory, UserSettingsFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -45,7 +44,7 @@ def _row(statement: Statement, user: Any) -> Any:
 def test_a_user_with_settings_is_built_with_the_settings_joined_and_the_annotations() -> None:
     # given a user with their own settings, and the statement compiled
     user = UserFactory(last_login=timezone.now())
-    own = UserSettings.objects.create(user=user, enabled=False)
+    own = UserSettingsFactory(user=user, enabled=False)
     statement = _statement()
     row = _row(statement, user)
     # when the row is built

@@ -21,8 +21,8 @@ from django.utils import timezone
 from agent import conversations
 from agent.access import Scope, SessionRef, authorize_session
 from agent.core import errors
-from agent.models import AgentSettings, Conversation, Message, UserSettings
-from tests.support.factories import ConversationFactory, UserFactory
+from agent.models import AgentSettings, Conversation, Message
+from tests.support.factories import ConversationFactory, UserFactory, UserSettingsFactory
 from tests.support.layer import Listener
 from tests.support.sessions import grant
 
@@ -124,7 +124,7 @@ def _no_permission(w: World, settings: Any) -> SessionRef:
 
 
 def _user_switched_off(w: World, settings: Any) -> SessionRef:
-    UserSettings.objects.create(user=w.user, enabled=False)
+    UserSettingsFactory(user=w.user, enabled=False)
     return w.ref
 
 
@@ -229,7 +229,7 @@ def test_a_scope_check_that_returns_none_lets_the_session_pass(world: World, set
 
 
 def test_user_settings_enabled_none_means_on(world: World) -> None:
-    UserSettings.objects.create(user=world.user, enabled=None)
+    UserSettingsFactory(user=world.user, enabled=None)
     assert authorize_session(world.ref, impersonated=False).user_id == world.user.pk
 
 

@@ -14,8 +14,8 @@ from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
-from agent.models import Confirmation, Conversation, OffPurposeFlag, Turn, UserSettings
-from tests.support.factories import ConversationFactory
+from agent.models import Confirmation, Conversation, OffPurposeFlag
+from tests.support.factories import ConversationFactory, TurnFactory, UserSettingsFactory
 
 pytestmark = pytest.mark.django_db
 TITLE = "Divorce lawyer near me"
@@ -26,7 +26,7 @@ INSTRUCTIONS = "Call me Captain Nemo"
 @pytest.fixture
 def titled(user: Any) -> Conversation:
     chat = ConversationFactory(user=user, title=TITLE)
-    Turn.objects.create(conversation=chat, user=user, language="en", text="t", deadline_at=timezone.now())
+    TurnFactory(conversation=chat, deadline_at=timezone.now())
     Confirmation.objects.create(
         user=user,
         conversation=chat,
@@ -96,13 +96,13 @@ def test_a_flags_reason_shows_to_content_readers(staff_with: Any, user: Any) -> 
 
 
 def test_a_users_instructions_are_hidden_without_view_chat_content(staff: Any, user: Any) -> None:
-    row = UserSettings.objects.create(user=user, instructions=INSTRUCTIONS)
+    row = UserSettingsFactory(user=user, instructions=INSTRUCTIONS)
     page = staff.get(reverse("admin:agent_usersettings_change", args=[row.pk])).content.decode()
     assert INSTRUCTIONS not in page and 'name="instructions"' not in page
 
 
 def test_a_users_instructions_show_to_content_readers_but_stay_theirs(staff_with: Any, user: Any) -> None:
-    row = UserSettings.objects.create(user=user, instructions=INSTRUCTIONS)
+    row = UserSettingsFactory(user=user, instructions=INSTRUCTIONS)
     reader = staff_with("agent.view_chat_content", "agent.manage_endpoints")
     url = reverse("admin:agent_usersettings_change", args=[row.pk])
     page = reader.get(url).content.decode()

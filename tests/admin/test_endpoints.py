@@ -11,7 +11,8 @@ from django.test import override_settings
 from django.urls import reverse
 
 from agent.ai import AIError, complete
-from agent.models import AgentSettings, AIRequest, Endpoint, UserSettings
+from agent.models import AgentSettings, AIRequest, Endpoint
+from tests.support.factories import EndpointFactory, UserSettingsFactory
 
 pytestmark = pytest.mark.django_db
 MANAGER = ("agent.manage_endpoints",)
@@ -49,7 +50,7 @@ def manager(staff_with: Any) -> Any:
 
 @pytest.fixture
 def keyed() -> Endpoint:
-    return Endpoint.objects.create(name="e", base_url="http://localhost:8080/v1", model="m", api_key="sk-stored-4242")
+    return EndpointFactory(name="e", base_url="http://localhost:8080/v1", model="m", api_key="sk-stored-4242")
 
 
 @pytest.mark.parametrize("name", ["SECRET_KEY", "DATABASE_URL", "AGENT_KEY_"])
@@ -118,9 +119,7 @@ def test_the_same_base_url_keeps_the_stored_key(manager: Any, keyed: Endpoint) -
 
 
 def test_a_new_base_url_keeping_a_variable_needs_the_tick(manager: Any) -> None:
-    endpoint = Endpoint.objects.create(
-        name="e", base_url="http://localhost:8080/v1", model="m", api_key_env="AGENT_KEY_OPENAI"
-    )
+    endpoint = EndpointFactory(name="e", base_url="http://localhost:8080/v1", model="m", api_key_env="AGENT_KEY_OPENAI")
     refused = change(manager, endpoint, base_url="http://elsewhere.example/v1")
     assert refused.status_code == 200 and "send_key_to_new_url" in refused.context["adminform"].form.errors
     endpoint.refresh_from_db()
@@ -156,9 +155,7 @@ def test_without_manage_endpoints_an_endpoint_cannot_be_added_changed_or_deleted
 
 
 def test_without_manage_endpoints_the_endpoint_page_is_read_only_and_masks_the_key(staff: Any) -> None:
-    endpoint = Endpoint.objects.create(
-        name="e", base_url="http://localhost:8080/v1", model="m", api_key="sk-live-abcdefgh1234"
-    )
+    endpoint = EndpointFactory(name="e", base_url="http://localhost:8080/v1", model="m", api_key="sk-live-abcdefgh1234")
     response = staff.get(reverse("admin:agent_endpoint_change", args=[endpoint.pk]))
     page = response.content.decode()
     assert response.status_code == 200 and "sk-live-abcdefgh1234" not in page and "••••1234" in page
@@ -166,7 +163,7 @@ def test_without_manage_endpoints_the_endpoint_page_is_read_only_and_masks_the_k
 
 
 def test_without_manage_endpoints_the_sites_endpoints_cannot_be_changed(staff: Any, endpoint: Endpoint) -> None:
-    mine = Endpoint.objects.create(name="mine", base_url="http://attacker.example/v1", model="m")
+    mine = EndpointFactory(name="mine", base_url="http://attacker.example/v1", model="m")
     row = AgentSettings.current()
     response = staff.post(
         reverse("admin:agent_agentsettings_change", args=[row.pk]),
@@ -178,7 +175,7 @@ def test_without_manage_endpoints_the_sites_endpoints_cannot_be_changed(staff: A
 
 
 def test_with_manage_endpoints_the_sites_endpoints_can_be_changed(manager: Any, endpoint: Endpoint) -> None:
-    other = Endpoint.objects.create(name="other", base_url="http://localhost:1/v1", model="m")
+    other = EndpointFactory(name="other", base_url="http://localhost:1/v1", model="m")
     row = AgentSettings.current()
     response = manager.post(
         reverse("admin:agent_agentsettings_change", args=[row.pk]),
@@ -190,8 +187,8 @@ def test_with_manage_endpoints_the_sites_endpoints_can_be_changed(manager: Any, 
 
 
 def test_without_manage_endpoints_a_users_endpoint_cannot_be_set(staff: Any, user: Any, endpoint: Endpoint) -> None:
-    mine = Endpoint.objects.create(name="mine", base_url="http://attacker.example/v1", model="m")
-    row = UserSettings.objects.create(user=user)
+    mine = EndpointFactory(name="mine", base_url="http://attacker.example/v1", model="m")
+    row = UserSettingsFactory(user=user)
     response = staff.post(
         reverse("admin:agent_usersettings_change", args=[row.pk]),
         {"user": user.pk, "endpoint": mine.pk, "picture_endpoint": mine.pk, "language": "", "enabled": "false"},

@@ -17,14 +17,14 @@ from django.utils import timezone
 
 from agent.admin import reports
 from agent.models import AIRequest, Conversation, Endpoint, Message
-from tests.support.factories import ConversationFactory
+from tests.support.factories import AIRequestFactory, ConversationFactory
 
 pytestmark = pytest.mark.django_db
 
 
 def journal(user: Any, endpoint: Endpoint | None = None, **fields: Any) -> AIRequest:
     fields.setdefault("status", "success")
-    return AIRequest.objects.create(user=user, endpoint=endpoint, source="agent", task="agent.chat", **fields)
+    return AIRequestFactory(user=user, endpoint=endpoint, **fields)
 
 
 def export(staff: Any) -> list[dict[str, str]]:

@@ -11,9 +11,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agent.admin.permissions import DeclaredLookupsOnly
-from agent.models import Confirmation, Endpoint, OffPurposeFlag, Turn
+from agent.models import Confirmation, OffPurposeFlag, Turn
 from tests.support.admin import listing
-from tests.support.factories import ConversationFactory
+from tests.support.factories import ConversationFactory, EndpointFactory, TurnFactory
 
 pytestmark = pytest.mark.django_db
 LIST = "admin:agent_{}_changelist"
@@ -22,7 +22,7 @@ LIST = "admin:agent_{}_changelist"
 @pytest.fixture
 def live_turn(user: Any) -> Turn:
     chat = ConversationFactory(user=user)
-    return Turn.objects.create(
+    return TurnFactory(
         conversation=chat,
         user=user,
         language="en",
@@ -70,7 +70,7 @@ def test_a_cards_arguments_and_preview_cannot_be_searched_by_lookup(staff: Any, 
 
 
 def test_an_endpoints_stored_key_cannot_be_guessed_by_prefix(staff: Any) -> None:
-    Endpoint.objects.create(name="e", base_url="http://localhost:1/v1", model="m", api_key="sk-live-abcdef")
+    EndpointFactory(name="e", base_url="http://localhost:1/v1", model="m", api_key="sk-live-abcdef")
     same_answer_or_refused(staff, "endpoint", {"api_key__startswith": "sk-live"}, {"api_key__startswith": "nothing"})
 
 

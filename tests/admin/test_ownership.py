@@ -23,7 +23,7 @@ from agent.models import (
     Turn,
     UserSettings,
 )
-from tests.support.factories import ConversationFactory, UserFactory
+from tests.support.factories import AIRequestFactory, ConversationFactory, TurnFactory, UserFactory, UserSettingsFactory
 
 
 def _chat(user: Any) -> Any:
@@ -32,7 +32,7 @@ def _chat(user: Any) -> Any:
 
 def _turn(user: Any) -> Turn:
     chat = _chat(user)
-    return Turn.objects.create(conversation=chat, user=user, language="en", text="hi", deadline_at=timezone.now())
+    return TurnFactory(conversation=chat, deadline_at=timezone.now())
 
 
 def _card(user: Any) -> Confirmation:
@@ -57,8 +57,8 @@ def _mcp_call(user: Any) -> McpCall:
 
 
 ROWS: dict[type, Callable[[Any], Any]] = {
-    UserSettings: lambda user: UserSettings.objects.create(user=user, instructions="alice's own words"),
-    AIRequest: lambda user: AIRequest.objects.create(user=user, source="agent", task="agent.chat", status="success"),
+    UserSettings: lambda user: UserSettingsFactory(user=user, instructions="alice's own words"),
+    AIRequest: lambda user: AIRequestFactory(user=user, status="success"),
     OffPurposeFlag: lambda user: OffPurposeFlag.objects.create(user=user, turn_ref=_turn(user).pk, reason="r"),
     TelegramLink: lambda user: TelegramLink.objects.create(user=user, chat_id=4242),
     Turn: _turn,

@@ -14,6 +14,7 @@ from django.test import override_settings
 from agent.ai import AIError, complete
 from agent.ai.client import client_for
 from agent.models import AIRequest, Endpoint
+from tests.support.factories import EndpointFactory
 from tests.support.model_server import answer, error
 from tests.support.waiting import free_port
 
@@ -265,7 +266,7 @@ def test_attribution_and_admission_are_journalled(endpoint, model_server, user):
 
 
 def test_one_client_per_endpoint_per_process(endpoint, model_server):
-    other = Endpoint.objects.create(name="other", base_url=model_server.base_url, api_key="sk-other", model="m")
+    other = EndpointFactory(name="other", base_url=model_server.base_url, api_key="sk-other", model="m")
 
     first = client_for(endpoint)
 

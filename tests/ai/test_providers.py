@@ -18,6 +18,7 @@ from agent.ai.providers import OpenAICompatible, Unimportable, adapter_class, ad
 from agent.checks.settings import check_agent_settings, check_provider_adapter
 from agent.models import AIRequest, Endpoint
 from agent.tasks import run_turn
+from tests.support.factories import EndpointFactory
 from tests.support.model_server import answer
 from tests.support.site_adapters import TAG, NoTools, Tagged
 from tests.support.turns import agent_conf
@@ -74,7 +75,7 @@ def test_the_adapter_the_setting_names_builds_every_request_and_reads_its_usage(
 
 
 def test_an_endpoints_own_adapter_is_used_and_wins_over_the_setting(endpoint, model_server, user):
-    other = Endpoint.objects.create(name="other", base_url=model_server.base_url, model="other-model")
+    other = EndpointFactory(name="other", base_url=model_server.base_url, model="other-model")
     set_adapter(endpoint, TAGGED)
     call(endpoint, user)
     call(other, user)  # names none: the site's default

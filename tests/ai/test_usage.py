@@ -13,7 +13,7 @@ from agent.ai import AIError, complete
 from agent.ai.usage import stored_by_caller
 from agent.conversations import append_message
 from agent.models import AIRequest, Message
-from tests.support.factories import ConversationFactory
+from tests.support.factories import AIRequestFactory, ConversationFactory
 from tests.support.model_server import error
 
 RECEIVED: list[tuple[str, Any]] = []
@@ -74,7 +74,7 @@ def test_a_sink_that_cannot_be_imported_is_skipped(endpoint, model_server, user,
 
 
 def test_a_guard_refused_call_writes_a_refused_row_that_reaches_no_sink(endpoint, model_server, user, received):
-    AIRequest.objects.create(user=user, source="agent", task="agent.chat", status="success", cost_usd=5)
+    AIRequestFactory(user=user, cost_usd=5)
     received.clear()
 
     with override_settings(AGENT={**settings.AGENT, "USAGE_SINKS": SINKS, "DAILY_COST_PER_USER": 1}):

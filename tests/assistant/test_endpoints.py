@@ -14,6 +14,7 @@ from agent.ai import effective, effective_endpoint
 from agent.ai.endpoints import chosen
 from agent.models import AgentSettings, Endpoint, Message, Turn, UserSettings
 from agent.tasks import run_turn
+from tests.support.factories import EndpointFactory
 from tests.support.model_server import ScriptedModelServer, answer
 
 pytestmark = pytest.mark.django_db
@@ -21,7 +22,7 @@ STAFF, USER = UserSettings.SetBy.STAFF, UserSettings.SetBy.USER
 
 
 def other(name: str, base_url: str = "http://127.0.0.1:9/v1", **fields: Any) -> Endpoint:
-    return Endpoint.objects.create(name=name, base_url=base_url, model=f"{name}-model", **fields)
+    return EndpointFactory(name=name, base_url=base_url, model=f"{name}-model", **fields)
 
 
 def allow(*endpoints: Endpoint) -> None:

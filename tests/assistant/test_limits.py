@@ -15,7 +15,8 @@ from agent import turns
 from agent.access import SessionRef
 from agent.conversations import create_conversation
 from agent.core.errors import Blocked, BudgetExceeded, TooManyTurns
-from agent.models import AIRequest, Conversation, OffPurposeFlag, Turn, UserSettings
+from agent.models import AIRequest, Conversation, OffPurposeFlag, Turn
+from tests.support.factories import AIRequestFactory, TurnFactory, UserSettingsFactory
 from tests.support.turns import agent_conf
 
 pytestmark = pytest.mark.django_db
@@ -24,17 +25,13 @@ pytestmark = pytest.mark.django_db
 def spend(user: Any, *costs: str) -> list[AIRequest]:
     rows = []
     for cost in costs:
-        rows.append(
-            AIRequest.objects.create(
-                user=user, source="agent", task="agent.chat", status="success", cost_usd=Decimal(cost)
-            )
-        )
+        rows.append(AIRequestFactory(user=user, cost_usd=Decimal(cost)))
     return rows
 
 
 def earlier_turn(chat: Conversation, user: Any, **fields: Any) -> Turn:
     fields.setdefault("status", "finished")
-    return Turn.objects.create(
+    return TurnFactory(
         conversation=chat,
         user=user,
         language="en",
@@ -47,7 +44,7 @@ def earlier_turn(chat: Conversation, user: Any, **fields: Any) -> Turn:
 def test_the_cost_cap_says_how_much_and_when_enough_of_the_window_passes(
     ref: SessionRef, user: Any, chat: Any, endpoint: Any
 ) -> None:
-    UserSettings.objects.create(user=user, daily_cost_cap=Decimal("1.5"))
+    UserSettingsFactory(user=user, daily_cost_cap=Decimal("1.5"))
     rows = spend(user, "0.2", "0.2", "1.5")  # 1.9 spent: only when the third leaves is it under 1.5
     with pytest.raises(BudgetExceeded) as refused:
         turns.start(ref, chat.pk, "hello", impersonated=False)
@@ -58,7 +55,7 @@ def test_the_cost_cap_says_how_much_and_when_enough_of_the_window_passes(
 
 
 def test_the_turns_cap_says_when_the_next_turn_frees_up(ref: SessionRef, user: Any, chat: Any, endpoint: Any) -> None:
-    UserSettings.objects.create(user=user, daily_turns_cap=2)
+    UserSettingsFactory(user=user, daily_turns_cap=2)
     first, _second = earlier_turn(chat, user), earlier_turn(chat, user)
     with pytest.raises(BudgetExceeded) as refused:
         turns.start(ref, chat.pk, "hello", impersonated=False)
@@ -98,7 +95,7 @@ def test_the_api_tells_the_limit_in_the_users_language(
     from django.utils import formats, translation
 
     client, _ref = session
-    UserSettings.objects.create(user=user, daily_turns_cap=1, language=language)
+    UserSettingsFactory(user=user, daily_turns_cap=1, language=language)
     first = earlier_turn(chat, user)
     response = client.post(
         reverse("agent:turn_start", args=[chat.pk]), json.dumps({"text": "hello"}), content_type="application/json"

@@ -15,14 +15,15 @@ from django.urls import reverse
 from agent import user_settings
 from agent.access import SessionRef
 from agent.core.errors import Forbidden, Impersonated, Mismatch, SessionGone
-from agent.models import AgentSettings, AIRequest, Endpoint, Turn, UserSettings
+from agent.models import AgentSettings, Endpoint, Turn, UserSettings
+from tests.support.factories import AIRequestFactory, EndpointFactory, TurnFactory, UserSettingsFactory
 from tests.support.sessions import login
 
 pytestmark = pytest.mark.django_db
 
 
 def other(name: str, **fields: Any) -> Endpoint:
-    return Endpoint.objects.create(name=name, base_url="http://127.0.0.1:9/v1", model=f"{name}-model", **fields)
+    return EndpointFactory(name=name, base_url="http://127.0.0.1:9/v1", model=f"{name}-model", **fields)
 
 
 def allow(*endpoints: Endpoint) -> None:
@@ -97,7 +98,7 @@ def test_with_an_empty_allow_list_there_is_no_picking(ref: SessionRef, user: Any
 def test_a_user_cannot_pick_over_staffs_choice(ref: SessionRef, user: Any, endpoint: Endpoint) -> None:
     staff_pick, mine = other("staff pick"), other("mine")
     allow(mine)
-    UserSettings.objects.create(user=user, endpoint=staff_pick, endpoint_set_by="staff")
+    UserSettingsFactory(user=user, endpoint=staff_pick, endpoint_set_by="staff")
     assert user_settings.panel(ref, impersonated=False)["picker"]["endpoint_locked"] is True
     with pytest.raises(ValidationError) as refused:
         user_settings.update(ref, {"endpoint": mine.pk}, impersonated=False)
@@ -142,7 +143,7 @@ def test_the_panel_refuses_as_the_ladder_says(ref: SessionRef, user: Any, make_u
         )
     with pytest.raises(SessionGone):
         user_settings.panel(SessionRef(session_key="nope", user_id=user.pk), impersonated=False)
-    UserSettings.objects.create(user=stranger, enabled=False)
+    UserSettingsFactory(user=stranger, enabled=False)
     with pytest.raises(Forbidden):
         user_settings.update(their_ref, {"instructions": "x"}, impersonated=False)
     assert not UserSettings.objects.filter(user=user).exists()
@@ -156,12 +157,12 @@ def test_usage_counts_the_rolling_window_against_personal_caps(
     AgentSettings.objects.filter(pk=AgentSettings.current().pk).update(
         daily_cost_per_user=Decimal("5"), daily_turns_per_user=10
     )
-    UserSettings.objects.create(user=user, daily_turns_cap=2)
-    AIRequest.objects.create(user=user, source="agent", task="agent.chat", status="success", cost_usd=Decimal("1.25"))
-    Turn.objects.create(
+    UserSettingsFactory(user=user, daily_turns_cap=2)
+    AIRequestFactory(user=user, cost_usd=Decimal("1.25"))
+    TurnFactory(
         conversation=chat, user=user, language="en", text="a", deadline_at="2030-01-01T00:00Z", status="finished"
     )
-    Turn.objects.create(
+    TurnFactory(
         conversation=chat, user=user, language="en", text="b", deadline_at="2030-01-01T00:00Z", status="finished"
     )
     usage = {item["limit"]: item for item in user_settings.panel(ref, impersonated=False)["usage"]}

@@ -11,7 +11,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from agent.models import AIRequest, Endpoint, Turn, UserSettings
+from agent.models import AIRequest, Endpoint, UserSettings
+from tests.support.factories import AIRequestFactory, EndpointFactory, TurnFactory, UserSettingsFactory
 
 pytestmark = pytest.mark.django_db
 PAGES = ["admin:agent_airequest_cost", "admin:agent_airequest_health", "admin:agent_airequest_export"]
@@ -26,7 +27,7 @@ def staff(make_user: Any) -> Client:
 
 def journal(user: Any, endpoint: Endpoint, **fields: Any) -> AIRequest:
     fields.setdefault("status", "success")
-    return AIRequest.objects.create(user=user, endpoint=endpoint, source="agent", task="agent.chat", **fields)
+    return AIRequestFactory(user=user, endpoint=endpoint, **fields)
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -45,7 +46,7 @@ def test_the_chart_draws_cost_and_turns_per_user_and_day_as_svg(
 ) -> None:
     journal(user, endpoint, cost_usd=Decimal("0.5"))
     journal(user, endpoint, cost_usd=Decimal("0.25"))
-    Turn.objects.create(conversation=chat, user=user, language="en", text="t", deadline_at="2030-01-01T00:00Z")
+    TurnFactory(conversation=chat, deadline_at="2030-01-01T00:00Z")
     response = staff.get(reverse("admin:agent_airequest_cost"))
     body = response.content.decode()
     assert response.status_code == 200 and body.count("<svg") >= 2 and "<script" not in body.split("<svg", 1)[1]
@@ -88,11 +89,11 @@ def test_the_csv_export_holds_the_range_and_never_content_or_keys(staff: Client,
 def test_the_user_list_marks_each_endpoint_personal_inherited_or_fallback(
     staff: Client, make_user: Any, endpoint: Endpoint
 ) -> None:
-    off = Endpoint.objects.create(name="off", base_url="http://x/v1", model="m", enabled=False)
-    mine = Endpoint.objects.create(name="mine", base_url="http://x/v1", model="m")
-    UserSettings.objects.create(user=make_user(), endpoint=mine, endpoint_set_by="staff")
-    UserSettings.objects.create(user=make_user(), endpoint=off, endpoint_set_by="staff")
-    UserSettings.objects.create(user=make_user(), language="et")
+    off = EndpointFactory(name="off", base_url="http://x/v1", model="m", enabled=False)
+    mine = EndpointFactory(name="mine", base_url="http://x/v1", model="m")
+    UserSettingsFactory(user=make_user(), endpoint=mine, endpoint_set_by="staff")
+    UserSettingsFactory(user=make_user(), endpoint=off, endpoint_set_by="staff")
+    UserSettingsFactory(user=make_user(), language="et")
     body = staff.get(reverse("admin:agent_usersettings_changelist")).content.decode()
     assert "mine (personal)" in body and "scripted (fallback: disabled)" in body and "scripted (inherited)" in body
     row = UserSettings.objects.get(endpoint=mine)
@@ -102,8 +103,8 @@ def test_the_user_list_marks_each_endpoint_personal_inherited_or_fallback(
 
 def test_the_user_list_and_page_show_how_many_tools_each_user_may_use(staff: Client, make_user: Any) -> None:
     # given: a user who may read notes (the test site's three note reads) and one who may not
-    reader = UserSettings.objects.create(user=make_user("notes.view_note"))
-    UserSettings.objects.create(user=make_user())
+    reader = UserSettingsFactory(user=make_user("notes.view_note"))
+    UserSettingsFactory(user=make_user())
     # when / then: a row per user, counted by their rights
     body = staff.get(reverse("admin:agent_usersettings_changelist")).content.decode()
     assert 'class="column-tools_count"' in body

@@ -11,6 +11,7 @@ from agent.access import McpRef, authorize_session
 from agent.core.errors import SessionGone
 from agent.mcp.tokens import digest
 from agent.models import AgentSettings, Endpoint, UserSettings
+from tests.support.factories import EndpointFactory
 from tests.support.sessions import grant
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -25,7 +26,7 @@ def open_panel(tab: Page, user: Any) -> None:
 
 
 def test_a_user_picks_an_allowed_model_and_writes_instructions(tab: Page, user: Any, endpoint: Endpoint) -> None:
-    second = Endpoint.objects.create(name="second", base_url=endpoint.base_url, model="second-model")
+    second = EndpointFactory(name="second", base_url=endpoint.base_url, model="second-model")
     AgentSettings.current().selectable_endpoints.set([second])
     open_panel(tab, user)
     expect(tab.locator("#models dd").first).to_contain_text("The site's default model.")

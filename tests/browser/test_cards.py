@@ -6,9 +6,9 @@ import pytest
 from django.utils import translation
 from playwright.sync_api import expect
 
-from agent.models import UserSettings
 from tests.notes.models import Note
 from tests.support.browser import send, sign_in
+from tests.support.factories import UserSettingsFactory
 from tests.support.model_server import answer, tool_calls
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -18,7 +18,7 @@ def test_a_card_in_russian_shows_its_title_and_labels_hides_empty_fields_and_its
     browser_context, tab, user, endpoint, model_server
 ):
     # given a Russian-speaking user with the chat open in two tabs
-    UserSettings.objects.create(user=user, language="ru")
+    UserSettingsFactory(user=user, language="ru")
     model_server.push(answer("Привет."), tool_calls(("notes_create", {"title": "Купить молоко", "body": ""})))
     sign_in(tab, user)
     send(tab, "привет")

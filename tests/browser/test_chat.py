@@ -10,10 +10,10 @@ from playwright.sync_api import expect
 
 from agent import notices
 from agent.conversations import append_message
-from agent.models import Message, UserSettings
+from agent.models import Message
 from tests.notes.models import Note
 from tests.support.browser import send, sign_in
-from tests.support.factories import ConversationFactory
+from tests.support.factories import ConversationFactory, UserSettingsFactory
 from tests.support.model_server import answer, error, tool_calls
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -196,7 +196,7 @@ def test_after_a_server_restart_the_page_resyncs_without_duplicates(tab, user, a
 
 
 def test_notices_come_in_the_users_language(tab, user, endpoint, model_server):
-    UserSettings.objects.create(user=user, language="ru")
+    UserSettingsFactory(user=user, language="ru")
     model_server.push(error(401))
     sign_in(tab, user)
     expect(tab.locator("html")).to_have_attribute("lang", "ru")

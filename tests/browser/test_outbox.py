@@ -11,9 +11,9 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from agent.models import Message, Turn, UserSettings
+from agent.models import Message, Turn
 from tests.support.browser import send, sign_in
-from tests.support.factories import ConversationFactory
+from tests.support.factories import ConversationFactory, TurnFactory, UserSettingsFactory
 from tests.support.model_server import answer
 from tests.support.workers import thread_worker
 
@@ -89,8 +89,8 @@ def test_stop_after_the_words_were_stored_gives_nothing_back(tab, user, endpoint
 
 
 def test_a_refusal_at_the_start_leaves_the_words_in_the_composer_with_the_error(tab, user, endpoint):
-    UserSettings.objects.create(user=user, daily_turns_cap=1)
-    Turn.objects.create(
+    UserSettingsFactory(user=user, daily_turns_cap=1)
+    TurnFactory(
         conversation=ConversationFactory(user=user),
         user=user,
         language="en",

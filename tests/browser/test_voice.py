@@ -13,6 +13,7 @@ from playwright.sync_api import Page, expect
 from agent.models import AgentSettings, Endpoint, Message
 from agent_project.demo import offline
 from tests.support.browser import ARTIFACTS, AsgiServer, chromium_browser, sign_in
+from tests.support.factories import EndpointFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SPOKEN = Path(__file__).resolve().parents[1] / "fixtures" / "speech" / "create-a-note-buy-milk.wav"
@@ -31,7 +32,7 @@ def microphone_browser() -> Iterator[Any]:
 
 @pytest.fixture
 def speech(endpoint: Endpoint) -> Endpoint:
-    row = Endpoint.objects.create(
+    row = EndpointFactory(
         name="offline ears",
         base_url=offline.serve(),
         model=offline.MODEL_NAME,

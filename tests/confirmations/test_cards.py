@@ -15,10 +15,10 @@ from agent import confirmations
 from agent.conversations import delete_conversation
 from agent.core.errors import Expired, Forbidden, Impersonated, NotFound, NotWaiting, SessionGone
 from agent.core.events import topic
-from agent.models import Confirmation, Message, UserSettings
+from agent.models import Confirmation, Message
 from agent.tools import registry
 from tests.notes.models import Note
-from tests.support.factories import ConversationFactory
+from tests.support.factories import ConversationFactory, UserSettingsFactory
 from tests.support.sessions import login
 
 Status = Confirmation.Status
@@ -221,7 +221,7 @@ def test_an_impersonated_click_is_refused(ref, propose, action):
 
 def test_a_switched_off_assistant_refuses_the_click(ref, user, propose):
     card = propose("notes_create", {"title": "Buy milk"})
-    UserSettings.objects.create(user=user, enabled=False)
+    UserSettingsFactory(user=user, enabled=False)
 
     with pytest.raises(Forbidden):
         confirmations.confirm(ref, card.pk, impersonated=False)

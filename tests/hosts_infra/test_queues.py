@@ -20,6 +20,7 @@ from agent.attachments.api import queue_processing
 from agent.conversations import create_conversation
 from agent.models import Turn
 from agent.turns import monitor
+from tests.support.factories import TurnFactory
 from tests.support.model_server import ScriptedModelServer, answer
 from tests.support.turns import agent_conf
 from tests.support.waiting import wait_until
@@ -52,7 +53,7 @@ def site_queue() -> Iterator[str]:
 @pytest.mark.django_db
 def test_every_task_goes_to_the_queue_the_site_names_whoever_sends_it(site_queue: str, chat: Any) -> None:
     # given a turn and a file to queue, by the tasks' stable names
-    turn = Turn.objects.create(conversation=chat, user_id=chat.user_id, text="hi", deadline_at=chat.created_at)
+    turn = TurnFactory(conversation=chat, user_id=chat.user_id, text="hi", deadline_at=chat.created_at)
     # when every kind of sender sends: the turn start, a part by name, beat and a delay() call
     monitor.queue(turn)
     queue_processing(uuid.uuid4())

@@ -14,8 +14,8 @@ from django.utils import timezone
 from agent.ai import AIError, complete
 from agent.core.errors import Blocked, BudgetExceeded
 from agent.limits.admission import admit, report_off_purpose
-from agent.models import AgentSettings, AIRequest, OffPurposeFlag, Turn, UserSettings
-from tests.support.factories import ConversationFactory
+from agent.models import AgentSettings, AIRequest, OffPurposeFlag, Turn
+from tests.support.factories import AIRequestFactory, ConversationFactory, TurnFactory, UserSettingsFactory
 
 
 def agent(**overrides: Any) -> Any:
@@ -23,14 +23,14 @@ def agent(**overrides: Any) -> Any:
 
 
 def spend(user: Any, cost: float, *, hours_ago: float = 0) -> AIRequest:
-    row = AIRequest.objects.create(user=user, source="agent", task="agent.chat", status="success", cost_usd=cost)
+    row = AIRequestFactory(user=user, cost_usd=cost)
     if hours_ago:
         AIRequest.objects.filter(pk=row.pk).update(created_at=timezone.now() - timedelta(hours=hours_ago))
     return row
 
 
 def turn_of(user: Any, *, hours_ago: float = 0) -> Turn:
-    turn = Turn.objects.create(
+    turn = TurnFactory(
         conversation=ConversationFactory(user=user),
         user=user,
         language="en",
@@ -140,7 +140,7 @@ def test_site_settings_zero_means_no_cap(user):
 def test_user_settings_override_site_settings(user):
     spend(user, 2)
     site(daily_cost_per_user=5, daily_turns_per_user=5)
-    UserSettings.objects.create(user=user, daily_cost_cap=1)
+    UserSettingsFactory(user=user, daily_cost_cap=1)
 
     with pytest.raises(BudgetExceeded) as raised:
         admit(user, "agent.chat")
@@ -151,7 +151,7 @@ def test_user_settings_override_site_settings(user):
 def test_user_turns_override_site_settings(user):
     turn_of(user)
     site(daily_turns_per_user=5)
-    UserSettings.objects.create(user=user, daily_turns_cap=1)
+    UserSettingsFactory(user=user, daily_turns_cap=1)
 
     with pytest.raises(BudgetExceeded) as raised:
         admit(user, "agent.chat")
@@ -162,7 +162,7 @@ def test_user_turns_override_site_settings(user):
 def test_user_settings_may_lift_the_cap_for_one_user(user):
     spend(user, 2)
     site(daily_cost_per_user=1)
-    UserSettings.objects.create(user=user, daily_cost_cap=10)
+    UserSettingsFactory(user=user, daily_cost_cap=10)
 
     assert admit(user, "agent.chat")
 

@@ -25,7 +25,7 @@ from agent.models import Confirmation, Conversation, McpCall, McpToken, Message
 from agent.tools import visible_for
 from tests.notes.models import Note
 from tests.support.browser import AsgiServer
-from tests.support.factories import UserFactory
+from tests.support.factories import UserFactory, UserSettingsFactory
 from tests.support.sessions import csrf_client, grant
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -198,10 +198,9 @@ def test_a_read_returns_structured_content_and_text_and_is_journalled(hosts: Any
 
 
 def test_errors_are_tool_results_in_the_users_language(hosts: Any) -> None:
-    from agent.models import UserSettings
 
     user = member("notes.view_note")
-    UserSettings.objects.create(user=user, language="ru")
+    UserSettingsFactory(user=user, language="ru")
     token = issue_token(user, "VS Code")
 
     refused = run(call(hosts, token, "notes_create", {"title": "x"}))  # a write without notes.add_note

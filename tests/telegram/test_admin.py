@@ -9,8 +9,9 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from agent.models import AIRequest, TelegramLink
+from agent.models import TelegramLink
 from agent.telegram import bot
+from tests.support.factories import AIRequestFactory
 from tests.support.telegram import connect, handled
 from tests.support.telegram_api import FakeBotApi
 
@@ -58,12 +59,8 @@ def test_the_health_page_has_no_telegram_part_while_it_is_off(make_user: Any) ->
 
 def test_the_cost_report_counts_minutes_of_speech(make_user: Any) -> None:
     user = make_user()
-    AIRequest.objects.create(
-        user=user, source="transcription", task="agent.transcribe", status="success", audio_seconds=90
-    )
-    AIRequest.objects.create(
-        user=user, source="transcription", task="agent.transcribe", status="success", audio_seconds=30
-    )
+    AIRequestFactory(user=user, source="transcription", task="agent.transcribe", status="success", audio_seconds=90)
+    AIRequestFactory(user=user, source="transcription", task="agent.transcribe", status="success", audio_seconds=30)
     page = staff(make_user).get(reverse("admin:agent_airequest_cost"))
     (row,) = [r for r in page.context["rows"] if r["user"] == user.username]
     assert row["speech_minutes"] == 2

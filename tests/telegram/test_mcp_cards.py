@@ -10,9 +10,10 @@ import pytest
 from agent import confirmations
 from agent.access import McpRef, SessionRef, authorize_session
 from agent.mcp import calls, issue_token, tokens
-from agent.models import Confirmation, UserSettings
+from agent.models import Confirmation
 from agent.telegram import revoke, updates
 from tests.notes.models import Note
+from tests.support.factories import UserSettingsFactory
 from tests.support.sessions import grant
 from tests.support.telegram import connect
 from tests.support.telegram_api import FakeBotApi
@@ -65,7 +66,7 @@ def test_a_revoked_link_is_shown_no_mcp_card(worker: Any, bot_api: FakeBotApi, r
 def test_an_mcp_card_decided_on_the_page_is_edited_in_telegram_in_the_users_language(
     worker: Any, bot_api: FakeBotApi, ref: SessionRef, user: Any
 ) -> None:
-    UserSettings.objects.create(user=user, language="ru")
+    UserSettingsFactory(user=user, language="ru")
     connect(bot_api, ref, CHAT)
     card = mcp_write(user, "Milk")
     shown = wait_until(lambda: next((m for m in bot_api.chat(CHAT) if m.buttons), None), 15, "the card in Telegram")

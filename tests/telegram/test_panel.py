@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
-from agent.models import AgentSettings, Endpoint, TelegramLink
+from agent.models import AgentSettings, TelegramLink
+from tests.support.factories import EndpointFactory
 from tests.support.sessions import csrf_client
 from tests.support.telegram import connect, handled
 from tests.support.telegram_api import FakeBotApi
@@ -67,10 +68,8 @@ def test_another_users_link_is_not_disconnected(bot_api: FakeBotApi, user: Any, 
 
 
 def test_a_user_picks_a_speech_model_only_one_that_transcribes(user: Any, db: Any) -> None:
-    hears = Endpoint.objects.create(
-        name="hears", base_url="http://x/v1", model="whisper-1", supports_transcription=True
-    )
-    deaf = Endpoint.objects.create(name="deaf", base_url="http://x/v1", model="chat")
+    hears = EndpointFactory(name="hears", base_url="http://x/v1", model="whisper-1", supports_transcription=True)
+    deaf = EndpointFactory(name="deaf", base_url="http://x/v1", model="chat")
     site = AgentSettings.current()
     site.selectable_endpoints.add(hears, deaf)
     client, token = csrf_client(user)

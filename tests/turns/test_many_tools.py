@@ -10,9 +10,10 @@ import pytest
 
 from agent import turns
 from agent.access import SessionRef
-from agent.models import AIRequest, Turn, UserSettings
+from agent.models import AIRequest, Turn
 from agent.tasks import run_turn
 from tests.support.catalogue import declare_catalogue
+from tests.support.factories import UserSettingsFactory
 from tests.support.model_server import ScriptedModelServer, answer, tool_calls
 from tests.support.turns import agent_conf, messages_of, tool_messages, tool_names
 
@@ -65,7 +66,7 @@ def test_the_ranking_reads_the_messages_before_the_latest(
 def test_a_russian_user_gets_tools_by_their_translated_titles(
     ref: SessionRef, user: Any, chat: Any, endpoint: Any, model_server: ScriptedModelServer, hundred: list[str]
 ) -> None:
-    UserSettings.objects.create(user=user, language="ru")
+    UserSettingsFactory(user=user, language="ru")
     run(ref, chat, "Добавь прививку")
     names = tool_names(model_server.requests[0])
     assert names[0] == "vaccine_create" and len(names) <= 20

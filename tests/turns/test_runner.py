@@ -13,8 +13,9 @@ from django.utils import timezone
 from agent import turns
 from agent.access import SessionRef
 from agent.conversations import get_conversation
-from agent.models import AgentSettings, AIRequest, Confirmation, Message, OffPurposeFlag, Turn, UserSettings
+from agent.models import AgentSettings, AIRequest, Confirmation, Message, OffPurposeFlag, Turn
 from agent.tasks import run_turn
+from tests.support.factories import AIRequestFactory, UserSettingsFactory
 from tests.support.model_server import ScriptedModelServer, answer, error, off_purpose, prompt_nonce, tool_calls
 from tests.support.turns import agent_conf, messages_of, tool_messages, tool_names
 
@@ -96,7 +97,7 @@ def test_the_system_prompt_carries_site_and_user_instructions_and_the_marker(
     AgentSettings.objects.filter(pk=1).update(system_prompt="SITE-RULE: answer about notes only.")
     user.first_name, user.last_name = "Ada", "Lovelace"
     user.save()
-    UserSettings.objects.create(user=user, instructions="MINE " + "z" * 5000)
+    UserSettingsFactory(user=user, instructions="MINE " + "z" * 5000)
     run(ref, chat)
     prompt = model_server.requests[0]["messages"][0]["content"]
     assert "SITE-RULE: answer about notes only." in prompt
@@ -500,7 +501,7 @@ def test_the_budget_is_checked_again_before_each_model_call(
     ref: SessionRef, user: Any, chat: Any, endpoint: Any, model_server: ScriptedModelServer, declare: Any
 ) -> None:
     def spend(ctx: Any) -> str:
-        AIRequest.objects.create(user=ctx.user, source="x", task="x", status="success", cost_usd=Decimal(5))
+        AIRequestFactory(user=ctx.user, source="x", task="x", status="success", cost_usd=Decimal(5))
         return "spent"
 
     declare(spend, name="spend")
@@ -543,7 +544,7 @@ def test_a_confirmed_card_reaches_the_next_turn_as_its_phrase_in_the_users_langu
     model_server.push(tool_calls(("notes_create", {"title": "Buy milk"})), answer("Готово."))
     run(ref, chat, "make a note")
     confirm(ref, Confirmation.objects.get().pk, impersonated=False)
-    UserSettings.objects.create(user=user, language="ru")
+    UserSettingsFactory(user=user, language="ru")
     run(ref, chat, "done?")
     sent = model_server.requests[1]["messages"]
     assert {"role": "user", "content": "[подтверждение] выполнено: notes_create"} in sent

@@ -16,7 +16,7 @@ from agent import turns
 from agent.models import Turn
 from agent.models.fields import seal, unseal
 from agent.tasks import run_turn
-from tests.support.factories import ConversationFactory
+from tests.support.factories import ConversationFactory, TurnFactory
 from tests.support.model_server import answer, tool_calls
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -87,9 +87,7 @@ def test_the_migration_seals_live_turns_keys_and_empties_ended_ones(user: Any) -
     # given rows as the schema before kept them: plain keys, one on a turn that ended
     chat = ConversationFactory(user=user)
     live, ended = (
-        Turn.objects.create(
-            conversation=chat, user=user, language="en", text="t", status=status, deadline_at=timezone.now()
-        )
+        TurnFactory(conversation=chat, user=user, language="en", text="t", status=status, deadline_at=timezone.now())
         for status in (Turn.Status.RUNNING, Turn.Status.FINISHED)
     )
     with connection.cursor() as cursor:

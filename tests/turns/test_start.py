@@ -27,9 +27,15 @@ from agent.core.errors import (
     SessionGone,
     TooManyTurns,
 )
-from agent.models import AgentSettings, AIRequest, Endpoint, Lock, OffPurposeFlag, Turn, UserSettings
+from agent.models import AgentSettings, Endpoint, Lock, OffPurposeFlag, Turn, UserSettings
 from agent.turns import locks, monitor
-from tests.support.factories import ConversationFactory, UserFactory
+from tests.support.factories import (
+    AIRequestFactory,
+    ConversationFactory,
+    EndpointFactory,
+    UserFactory,
+    UserSettingsFactory,
+)
 from tests.support.sessions import grant, login
 from tests.support.turns import agent_conf, messages_of
 
@@ -52,9 +58,9 @@ def test_the_checks_answer_in_order_each_with_its_code(db: Any) -> None:
     user = UserFactory()
     _client, good_ref = login(user)
     chat = ConversationFactory(user=user)
-    endpoint = Endpoint.objects.create(name="e", base_url="http://127.0.0.1:9/v1", model="m")
-    UserSettings.objects.create(user=user, daily_cost_cap=Decimal("0.01"))
-    AIRequest.objects.create(user=user, source="agent", task="agent.chat", status="success", cost_usd=Decimal(1))
+    endpoint = EndpointFactory(name="e", base_url="http://127.0.0.1:9/v1", model="m")
+    UserSettingsFactory(user=user, daily_cost_cap=Decimal("0.01"))
+    AIRequestFactory(user=user, cost_usd=Decimal(1))
     busy_holder = uuid.uuid4()
     assert locks.take(locks.chat_lock(chat.pk), busy_holder)
     state: dict[str, Any] = {
@@ -184,14 +190,14 @@ def test_a_disabled_endpoint_is_not_configured(ref: SessionRef, chat: Any, endpo
 def test_a_disabled_personal_endpoint_falls_back_to_the_default(
     ref: SessionRef, user: Any, chat: Any, endpoint: Endpoint
 ) -> None:
-    own = Endpoint.objects.create(name="own", base_url="http://127.0.0.1:9/v1", model="m", enabled=False)
-    UserSettings.objects.create(user=user, endpoint=own)
+    own = EndpointFactory(name="own", base_url="http://127.0.0.1:9/v1", model="m", enabled=False)
+    UserSettingsFactory(user=user, endpoint=own)
     assert turns.start(ref, chat.pk, "hello", impersonated=False).endpoint_id == endpoint.pk
 
 
 def test_the_budget_refuses_with_the_limit_that_was_hit(ref: SessionRef, user: Any, chat: Any, endpoint: Any) -> None:
     AgentSettings.objects.filter(pk=1).update(daily_cost_per_user=Decimal("0.50"))
-    AIRequest.objects.create(user=user, source="agent", task="agent.chat", status="success", cost_usd=Decimal(1))
+    AIRequestFactory(user=user, cost_usd=Decimal(1))
     with pytest.raises(BudgetExceeded) as raised:
         turns.start(ref, chat.pk, "hello", impersonated=False)
     assert raised.value.code == "budget_exceeded" and raised.value.params["limit"] == "cost_per_user"
@@ -266,7 +272,7 @@ def test_the_turn_row_is_queued_with_deadline_language_and_session_key(
 
 
 def test_the_users_own_language_wins_over_the_requests(ref: SessionRef, user: Any, chat: Any, endpoint: Any) -> None:
-    UserSettings.objects.create(user=user, language="et")
+    UserSettingsFactory(user=user, language="et")
     with translation.override("ru"):
         assert turns.start(ref, chat.pk, "tere", impersonated=False).language == "et"
 

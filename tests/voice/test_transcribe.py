@@ -15,9 +15,10 @@ from django.urls import reverse
 from agent import voice
 from agent.access import SessionRef
 from agent.core.errors import BudgetExceeded, NotConfigured, NotFound, SessionGone, SpeechFailed
-from agent.models import AgentSettings, AIRequest, Endpoint, UserSettings
+from agent.models import AgentSettings, AIRequest, Endpoint
 from agent.web.views import page_config
 from tests.support.audio import encoded, wav
+from tests.support.factories import AIRequestFactory, EndpointFactory, UserSettingsFactory
 from tests.support.model_server import error, transcript
 from tests.support.sessions import csrf_client
 
@@ -91,10 +92,8 @@ def test_an_endpoint_that_cannot_transcribe_is_never_the_speech_endpoint(
 def test_the_users_own_speech_endpoint_answers_and_one_that_cannot_falls_back(
     ref: SessionRef, chat: Any, speech: Endpoint, model_server: Any
 ) -> None:
-    own = Endpoint.objects.create(
-        name="own", base_url=model_server.base_url, model="own-whisper", supports_transcription=True
-    )
-    UserSettings.objects.create(user=chat.user, speech_endpoint=own, speech_endpoint_set_by="staff")
+    own = EndpointFactory(name="own", base_url=model_server.base_url, model="own-whisper", supports_transcription=True)
+    UserSettingsFactory(user=chat.user, speech_endpoint=own, speech_endpoint_set_by="staff")
     model_server.transcripts.extend([transcript("mine"), transcript("site's")])
     assert voice.transcribe(ref, chat.pk, wav(1), impersonated=False) == "mine"
     Endpoint.objects.filter(pk=own.pk).update(supports_transcription=False)
@@ -118,7 +117,7 @@ def test_the_cost_caps_stop_a_transcription_before_it_is_sent(
     ref: SessionRef, chat: Any, speech: Endpoint, model_server: Any, settings: Any
 ) -> None:
     settings.AGENT = {**settings.AGENT, "DAILY_COST_PER_USER": 0.01}
-    AIRequest.objects.create(user=chat.user, source="agent", task="agent.chat", status="success", cost_usd=1)
+    AIRequestFactory(user=chat.user, cost_usd=1)
     with pytest.raises(BudgetExceeded):
         voice.transcribe(ref, chat.pk, wav(1), impersonated=False)
     assert model_server.recordings == []

@@ -22,7 +22,7 @@ from agent.core import errors
 from agent.models import Conversation, Turn, UserSettings
 from agent.tasks import run_turn
 from agent.web.http import refusal_response
-from tests.support.factories import ConversationFactory
+from tests.support.factories import ConversationFactory, UserSettingsFactory
 from tests.support.model_server import answer, tool_calls
 from tests.support.sessions import login
 
@@ -198,7 +198,7 @@ def test_messages_carry_the_answer_html_and_the_notice_text_in_the_users_languag
     ref, session, user, endpoint, model_server
 ):
     client, _ref = session
-    UserSettings.objects.create(user=user, language="en")
+    UserSettingsFactory(user=user, language="en")
     chat = create_conversation(ref, {}, impersonated=False)
     model_server.push(tool_calls(("notes_create", {"title": "Buy milk"})))
     run_turn(str(turns.start(ref, chat.pk, "note: buy milk", impersonated=False).pk))

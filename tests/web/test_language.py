@@ -9,6 +9,7 @@ from django.test import Client, override_settings
 from django.urls import reverse
 
 from agent.models import UserSettings
+from tests.support.factories import UserSettingsFactory
 from tests.support.inert import parse
 
 pytestmark = pytest.mark.django_db
@@ -36,7 +37,7 @@ def test_the_choice_is_saved_as_the_users_own_setting_and_sets_the_cookie(sessio
 
 def test_a_changed_choice_updates_the_setting_and_keeps_the_rest(session, user):
     client, _ref = session
-    UserSettings.objects.create(user=user, language="ru", instructions="Be brief.")
+    UserSettingsFactory(user=user, language="ru", instructions="Be brief.")
     choose(client, "et")
     own = UserSettings.objects.get(user=user)
     assert (own.language, own.instructions) == ("et", "Be brief.")
@@ -98,7 +99,7 @@ def test_the_picker_posts_to_the_apps_endpoint_and_lists_the_sites_languages(ses
 
 def test_the_picker_marks_the_users_own_language(session, user):
     client, _ref = session
-    UserSettings.objects.create(user=user, language="et")
+    UserSettingsFactory(user=user, language="et")
     html = client.get(reverse("agent:chat")).content.decode()
     (selected,) = [a["value"] for tag, a in parse(html).tags if tag == "option" and "selected" in a]
     assert selected == "et" and '<html lang="et">' in html

@@ -14,8 +14,8 @@ from django.utils.translation import check_for_language
 
 from agent import conversations
 from agent.core import errors
-from agent.models import AgentSettings, UserSettings
-from tests.support.factories import UserFactory
+from agent.models import AgentSettings
+from tests.support.factories import UserFactory, UserSettingsFactory
 from tests.support.inert import parse
 from tests.support.sessions import login
 
@@ -94,7 +94,7 @@ def test_the_search_box_takes_its_length_limit_from_the_chat_search(session):
 
 
 def test_the_config_s_sentences_are_the_server_s_in_the_user_s_language(user):
-    UserSettings.objects.create(user=user, language="ru")
+    UserSettingsFactory(user=user, language="ru")
     client, _ref = login(user)
     config = page_config(client.get(reverse("agent:chat")).content.decode())
     with translation.override("ru"):
@@ -103,7 +103,7 @@ def test_the_config_s_sentences_are_the_server_s_in_the_user_s_language(user):
 
 
 def test_the_starter_suggestions_are_translated_defaults_or_the_site_s_own(user, settings):
-    UserSettings.objects.create(user=user, language="ru")
+    UserSettingsFactory(user=user, language="ru")
     client, _ref = login(user)
     html = client.get(reverse("agent:chat")).content.decode()
     suggestions = page_config(html)["suggestions"]
@@ -140,7 +140,7 @@ def test_a_switched_off_assistant_shows_the_refusal_page(session):
 
 
 def test_the_page_speaks_the_users_own_language(user):
-    UserSettings.objects.create(user=user, language="ru")
+    UserSettingsFactory(user=user, language="ru")
     client, _ref = login(user)
     response = client.get(reverse("agent:chat"), HTTP_ACCEPT_LANGUAGE="et")
     assert b'<html lang="ru">' in response.content  # the user's setting decides, not the browser
@@ -155,7 +155,7 @@ def test_without_an_own_language_the_language_cookie_decides(session):
 
 
 def test_the_script_catalogue_is_javascript_in_the_users_language(user):
-    UserSettings.objects.create(user=user, language="ru")
+    UserSettingsFactory(user=user, language="ru")
     client, _ref = login(user)
     response = client.get(reverse("agent:jsi18n"))
     assert response.status_code == 200 and response["Content-Type"].startswith("text/javascript")

@@ -14,9 +14,9 @@ from django.utils import translation
 
 from agent import notices
 from agent.conversations import create_conversation
-from agent.models import UserSettings
 from agent.routing import websocket_urlpatterns
 from agent.web.consumers import request_language
+from tests.support.factories import UserSettingsFactory
 
 
 def test_the_language_cookie_comes_first():
@@ -59,7 +59,7 @@ def _subscribed_notice(session_key: str, chat_id: Any, cookie_language: str) -> 
 def test_subscribed_notices_are_in_the_users_language(session, user, own, cookie, expected):
     client, ref = session
     if own:
-        UserSettings.objects.create(user=user, language=own)
+        UserSettingsFactory(user=user, language=own)
     chat = create_conversation(ref, {}, impersonated=False)
     notices.write(chat.pk, "stopped")
     notice = _subscribed_notice(ref.session_key, chat.pk, cookie)
