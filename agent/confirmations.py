@@ -34,14 +34,14 @@ EDITABLE_TYPES = ("text", "textarea", "integer", "number", "boolean", "choice", 
 """The kinds of value a card's field can be edited as; the page gives each a widget of its own."""
 
 
-def confirm(ref: Actor, confirmation_id: Any, *, impersonated: bool, edits: Any = None) -> Confirmation:
+def confirm(actor: Actor, confirmation_id: Any, *, impersonated: bool, edits: Any = None) -> Confirmation:
     """Apply the card's change, once, if everything still holds at the click.
 
     ``edits`` maps fields the card offers for editing to the user's values. They go through
     everything the model's arguments went through (the schema, the tool's own validation, the
     permission held now); invalid ones raise ``ValidationError`` by field and the card waits on.
     """
-    scope = authorize_session(ref, impersonated=impersonated)
+    scope = authorize_session(actor, impersonated=impersonated)
     card = _owned_waiting(scope, confirmation_id)
     tool = registry.get(card.tool_name)
     if tool is None or not may_write(scope, tool):
@@ -57,9 +57,9 @@ def confirm(ref: Actor, confirmation_id: Any, *, impersonated: bool, edits: Any 
     return _apply(card, tool, ctx, arguments, changed)
 
 
-def cancel(ref: Actor, confirmation_id: Any, *, impersonated: bool) -> Confirmation:
+def cancel(actor: Actor, confirmation_id: Any, *, impersonated: bool) -> Confirmation:
     """Drop the card's change."""
-    scope = authorize_session(ref, impersonated=impersonated)
+    scope = authorize_session(actor, impersonated=impersonated)
     card = _owned_waiting(scope, confirmation_id)
     return _settle(card, Status.CANCELLED, "")
 

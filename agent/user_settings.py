@@ -28,20 +28,20 @@ WRITABLE = ("instructions", "language", "endpoint", "picture_endpoint", "speech_
 SHOWN_LIMITS = (caps.COST_PER_USER, caps.TURNS_PER_USER, caps.OFF_PURPOSE, caps.COST_SITE)
 
 
-def panel(ref: Actor, *, impersonated: bool) -> dict[str, Any]:
+def panel(actor: Actor, *, impersonated: bool) -> dict[str, Any]:
     """The panel's data: the models in effect and where each comes from, the models the user may
     pick, their instructions and language, their usage against the caps, and their quotas."""
-    scope = authorize_session(ref, impersonated=impersonated)
+    scope = authorize_session(actor, impersonated=impersonated)
     return _view(scope, scope.user_settings)
 
 
-def update(ref: Actor, attrs: Any, *, impersonated: bool) -> dict[str, Any]:
+def update(actor: Actor, attrs: Any, *, impersonated: bool) -> dict[str, Any]:
     """Write the keys of ``attrs`` that a user may change, all or none; ValidationError by field.
 
     ``endpoint`` / ``picture_endpoint``: an endpoint id from the allow-list, or empty to follow the
     site again; refused when the allow-list is empty or staff set that endpoint.
     """
-    scope = authorize_session(ref, impersonated=impersonated)
+    scope = authorize_session(actor, impersonated=impersonated)
     if not isinstance(attrs, dict):
         raise ValidationError({"__all__": [_("The settings must be an object.")]})
     changes = {key: attrs[key] for key in WRITABLE if key in attrs}

@@ -92,13 +92,13 @@ Actor = SessionRef | TelegramRef | McpRef
 """The live credential a call is made for."""
 
 
-def actor_fields(ref: Actor) -> dict[str, Any]:
+def actor_fields(actor: Actor) -> dict[str, Any]:
     """The columns of a ``Turn`` that name its actor, so its runner checks the same one at every step."""
-    if isinstance(ref, TelegramRef):
-        return {"session_key": "", "telegram_link_id": ref.link_id}
-    if isinstance(ref, McpRef):
+    if isinstance(actor, TelegramRef):
+        return {"session_key": "", "telegram_link_id": actor.link_id}
+    if isinstance(actor, McpRef):
         raise TypeError("an MCP token runs no turns: its calls are answered within their request")
-    return {"session_key": ref.session_key, "telegram_link_id": None}
+    return {"session_key": actor.session_key, "telegram_link_id": None}
 
 
 def actor_of(turn: Any) -> Actor:
@@ -112,7 +112,7 @@ def actor_of(turn: Any) -> Actor:
 class Scope:
     """What a live actor may do now. Built per call, never cached."""
 
-    ref: Actor
+    actor: Actor
     user: Any
     language: str
     user_settings: Any = None

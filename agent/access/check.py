@@ -43,13 +43,13 @@ from .statement import (
 )
 
 
-def authorize_session(ref: Actor, *, impersonated: bool) -> Scope:
+def authorize_session(actor: Actor, *, impersonated: bool) -> Scope:
     """Impersonation, the live actor and the rights: the session (or link) may use the assistant now."""
-    return authorize_with(ref, impersonated=impersonated)[0]
+    return authorize_with(actor, impersonated=impersonated)[0]
 
 
 def authorize_with(
-    ref: Actor,
+    actor: Actor,
     *,
     impersonated: bool,
     annotations: Columns | dict[str, Any] | None = None,
@@ -65,7 +65,7 @@ def authorize_with(
     session engine, another auth backend) gets the same checks through its engine and
     ``has_perm``, at the cost of more queries.
     """
-    check = prepare_check(ref, impersonated=impersonated, annotations=annotations, values=values)
+    check = prepare_check(actor, impersonated=impersonated, annotations=annotations, values=values)
     with connections[check.statement.db].cursor() as cursor:
         cursor.execute(check.sql, check.params)
         return check.judge(cursor.fetchone())
@@ -76,7 +76,7 @@ class Check:
     """The ladder's statement for one actor, ready to run alone or inside a caller's own statement
     (``sql`` and ``params``), and the judgement of the row it reads (``judge``)."""
 
-    ref: Actor
+    actor: Actor
     kind: str
     checked: tuple[str, ...]
     statement: Statement
@@ -92,17 +92,17 @@ class Check:
         verdict on them cannot differ); ``accepted`` then learns the ones this row passes with."""
         from ..models import AgentSettings
 
-        ref = self.ref
+        actor = self.actor
         user = self.statement.build(row)
-        if isinstance(ref, TelegramRef):
+        if isinstance(actor, TelegramRef):
             if user is None or not user.agent_link_live:
                 raise errors.SessionGone()  # the link was revoked, or its user is gone
             check_user(user, {})
-        elif isinstance(ref, McpRef):
+        elif isinstance(actor, McpRef):
             if user is None:
                 raise errors.SessionGone()  # no live token with this secret
-            ref = replace(
-                ref,
+            actor = replace(
+                actor,
                 user_id=user.pk,
                 token_id=user.agent_token_id,
                 token_name=user.agent_token_name or "",
@@ -112,7 +112,7 @@ class Check:
         elif accepted is not None and user is not None and accepted.covers(user):
             pass  # the same session data and password a check of this turn has passed on
         else:
-            check_session(ref, user, data_in_row=self.kind == SQL_SESSION)
+            check_session(actor, user, data_in_row=self.kind == SQL_SESSION)
             if accepted is not None:
                 accepted.learn(user)
         site_enabled = user.agent_site_enabled
@@ -126,7 +126,7 @@ class Check:
             )
         user_settings = user.agent_settings if self.statement.found(row, "agent_settings") else None
         scope = Scope(
-            ref=ref,
+            actor=actor,
             user=user,
             language=language_for(user_settings),
             user_settings=user_settings,
@@ -135,9 +135,9 @@ class Check:
         )
         if not site_enabled or not scope.has_perm(USE_PERMISSION):
             raise errors.Forbidden()
-        if isinstance(ref, TelegramRef) and not scope.has_perm(TELEGRAM_PERMISSION):
+        if isinstance(actor, TelegramRef) and not scope.has_perm(TELEGRAM_PERMISSION):
             raise errors.Forbidden()
-        if isinstance(ref, McpRef) and not scope.has_perm(MCP_PERMISSION):
+        if isinstance(actor, McpRef) and not scope.has_perm(MCP_PERMISSION):
             raise errors.Forbidden()
         if user_settings is not None and user_settings.enabled is False:
             raise errors.Forbidden()
@@ -180,36 +180,36 @@ class Check:
 
 
 def prepare_check(
-    ref: Actor,
+    actor: Actor,
     *,
     impersonated: bool,
     annotations: Columns | dict[str, Any] | None = None,
     values: dict[str, Any] | None = None,
 ) -> Check:
-    """The ladder's statement for ``ref`` with the caller's ``annotations``, its values bound;
+    """The ladder's statement for ``actor`` with the caller's ``annotations``, its values bound;
     refuses at once what needs no reading (an impersonating request, no one signed in)."""
     if impersonated:
         raise errors.Impersonated()
-    if isinstance(ref, TelegramRef):
+    if isinstance(actor, TelegramRef):
         kind = TELEGRAM
-        if ref.user_id is None:
+        if actor.user_id is None:
             raise errors.SessionGone()
-    elif isinstance(ref, McpRef):
-        kind = MCP_OAUTH if ref.oauth else MCP
-        if not ref.digest:
+    elif isinstance(actor, McpRef):
+        kind = MCP_OAUTH if actor.oauth else MCP
+        if not actor.digest:
             raise errors.SessionGone()
-    elif isinstance(ref, SessionRef) and ref.user_id is not None and ref.session_key:
+    elif isinstance(actor, SessionRef) and actor.user_id is not None and actor.session_key:
         kind = session_kind()
     else:
         raise errors.SessionGone()
     checked = checked_permissions()
     statement = statement_for(kind, checked, annotations)
     credential: dict[str, Any]
-    if isinstance(ref, TelegramRef):
-        credential = {"link": ref.link_id}
-    elif isinstance(ref, McpRef):
-        credential = {"token": ref.digest}
+    if isinstance(actor, TelegramRef):
+        credential = {"link": actor.link_id}
+    elif isinstance(actor, McpRef):
+        credential = {"token": actor.digest}
     else:
-        credential = {"session_key": ref.session_key}
-    params = statement.bind({**(values or {}), "user": ref.user_id, "now": timezone.now(), **credential})
-    return Check(ref, kind, checked, statement, params)
+        credential = {"session_key": actor.session_key}
+    params = statement.bind({**(values or {}), "user": actor.user_id, "now": timezone.now(), **credential})
+    return Check(actor, kind, checked, statement, params)

@@ -62,19 +62,19 @@ def load_session(session_key: str) -> dict[str, Any]:
     return dict(store.load())
 
 
-def check_session(ref: SessionRef, user: Any, *, data_in_row: bool) -> None:
+def check_session(actor: SessionRef, user: Any, *, data_in_row: bool) -> None:
     """The session row is there, unexpired, this user's, not an operator's, and still matches the user.
 
     With ``data_in_row`` the row carries the session's stored data; else it is read through the engine."""
     if user is None:
-        _session_user(load_session(ref.session_key), ref)  # a gone or foreign session says so first
+        _session_user(load_session(actor.session_key), actor)  # a gone or foreign session says so first
         raise errors.SessionGone()
     if data_in_row:
         raw = user.agent_session_data
         data = _decode_session(raw) if raw else {}
     else:
-        data = load_session(ref.session_key)
-    _session_user(data, ref)
+        data = load_session(actor.session_key)
+    _session_user(data, actor)
     if _session_impersonated(data):
         raise errors.Impersonated()
     if not _hash_matches(user, data.get(HASH_SESSION_KEY, "")):
@@ -87,12 +87,12 @@ def _decode_session(raw: str) -> dict[str, Any]:
     return dict(engine.SessionStore().decode(raw))
 
 
-def _session_user(data: dict[str, Any], ref: SessionRef) -> None:
+def _session_user(data: dict[str, Any], actor: SessionRef) -> None:
     """The session exists and is this user's."""
     session_user = data.get(SESSION_KEY)
     if session_user is None:
         raise errors.SessionGone()
-    if str(session_user) != str(ref.user_id):
+    if str(session_user) != str(actor.user_id):
         raise errors.Mismatch()
 
 

@@ -34,12 +34,12 @@ def refusal(code: str, message: str, field: str = "file") -> ValidationError:
     return error
 
 
-def add_attachment(ref: Actor, conversation_id: Any, uploaded_file: Any, *, impersonated: bool) -> Attachment:
+def add_attachment(actor: Actor, conversation_id: Any, uploaded_file: Any, *, impersonated: bool) -> Attachment:
     """Store the user's file in the chat's composer, ``pending`` until its text is read.
 
     ``TooManyUploads`` past ``UPLOADS_PER_MINUTE``, ``StorageFull`` past ``MAX_STORED_BYTES_PER_USER``.
     """
-    scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
+    scope, conversation = authorize_conversation(actor, conversation_id, impersonated=impersonated)
     size = int(uploaded_file.size)
     limit = agent_settings.MAX_FILE_BYTES
     if size > limit:
@@ -108,9 +108,9 @@ def _composer(conversation: Conversation, scope: Scope) -> Any:
     return Attachment.objects.filter(conversation=conversation, user_id=scope.user_id, message__isnull=True)
 
 
-def remove_attachment(ref: Actor, attachment_id: Any, *, impersonated: bool) -> None:
+def remove_attachment(actor: Actor, attachment_id: Any, *, impersonated: bool) -> None:
     """Remove an unlinked file of the user's own: the row, and the stored file after commit."""
-    scope = authorize_session(ref, impersonated=impersonated)
+    scope = authorize_session(actor, impersonated=impersonated)
     pk = parse_uuid(attachment_id)
     with transaction.atomic():
         row = (
@@ -125,18 +125,18 @@ def remove_attachment(ref: Actor, attachment_id: Any, *, impersonated: bool) -> 
         row.delete()
 
 
-def list_unlinked(ref: Actor, conversation_id: Any, *, impersonated: bool) -> list[Attachment]:
+def list_unlinked(actor: Actor, conversation_id: Any, *, impersonated: bool) -> list[Attachment]:
     """The chat's files waiting for a message (the composer's), oldest first."""
-    scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
+    scope, conversation = authorize_conversation(actor, conversation_id, impersonated=impersonated)
     return list(_composer(conversation, scope).defer("text").order_by("created_at", "id"))
 
 
-def open_file(ref: Actor, attachment_id: Any, *, impersonated: bool) -> tuple[Attachment, IO[bytes]]:
+def open_file(actor: Actor, attachment_id: Any, *, impersonated: bool) -> tuple[Attachment, IO[bytes]]:
     """A ready file of the user's own, in a chat that is not deleted, opened for reading.
 
     A stored file that cannot be opened is ``NotFound`` too, and logged by ids.
     """
-    scope = authorize_session(ref, impersonated=impersonated)
+    scope = authorize_session(actor, impersonated=impersonated)
     pk = parse_uuid(attachment_id)
     row = (
         Attachment.objects.filter(pk=pk, user_id=scope.user_id, status=Attachment.Status.READY)

@@ -63,18 +63,18 @@ def owned_conversation(scope: Scope, conversation_id: Any) -> Conversation:
         raise NotFound() from None
 
 
-def authorize_conversation(ref: Actor, conversation_id: Any, *, impersonated: bool) -> tuple[Scope, Conversation]:
+def authorize_conversation(actor: Actor, conversation_id: Any, *, impersonated: bool) -> tuple[Scope, Conversation]:
     """The access checks, then that the chat is the session user's and not deleted."""
-    scope = authorize_session(ref, impersonated=impersonated)
+    scope = authorize_session(actor, impersonated=impersonated)
     return scope, owned_conversation(scope, conversation_id)
 
 
-def create_conversation(ref: Actor, attrs: Mapping[str, Any], *, impersonated: bool) -> Conversation:
+def create_conversation(actor: Actor, attrs: Mapping[str, Any], *, impersonated: bool) -> Conversation:
     """A new empty active chat of the session's user; only ``title`` is read.
 
     ``TooManyChats`` past ``NEW_CHATS_PER_MINUTE``.
     """
-    scope = authorize_session(ref, impersonated=impersonated)
+    scope = authorize_session(actor, impersonated=impersonated)
     title = attrs.get("title") or ""
     if title:
         title = _clean_title(title)
@@ -91,7 +91,7 @@ PAGE_SIZE: Any = object()
 
 
 def list_conversations(
-    ref: Actor,
+    actor: Actor,
     *,
     impersonated: bool,
     archived: bool = False,
@@ -100,7 +100,7 @@ def list_conversations(
 ) -> Page:
     """Active chats (with ``archived=True``, the archived ones), newest ``last_message_at`` first,
     one keyset page (``CHATS_PAGE``) at a time."""
-    scope = authorize_session(ref, impersonated=impersonated)
+    scope = authorize_session(actor, impersonated=impersonated)
     status = Conversation.Status.ARCHIVED if archived else Conversation.Status.ACTIVE
     return _keyset_page(Conversation.objects.filter(user_id=scope.user_id, status=status), limit, cursor)
 
@@ -109,7 +109,7 @@ SEARCH_MAX_CHARS = 200
 
 
 def search_conversations(
-    ref: Actor, query: Any, *, impersonated: bool, limit: int = PAGE_SIZE, cursor: str | None = None
+    actor: Actor, query: Any, *, impersonated: bool, limit: int = PAGE_SIZE, cursor: str | None = None
 ) -> Page:
     """The user's chats, active and archived, whose title or text matches ``query``; pages as
     ``list_conversations``.
@@ -117,7 +117,7 @@ def search_conversations(
     PostgreSQL's full-text search with the ``simple`` configuration (whole words in any
     language); elsewhere a plain case-insensitive substring.
     """
-    scope = authorize_session(ref, impersonated=impersonated)
+    scope = authorize_session(actor, impersonated=impersonated)
     if not isinstance(query, str) or not query.strip():
         raise ValidationError({"q": _("Type something to search for.")}, code="blank")
     if len(query) > SEARCH_MAX_CHARS:
@@ -171,36 +171,36 @@ def decode_conversation_cursor(cursor: Any) -> tuple[datetime, uuid.UUID]:
     return at, pk
 
 
-def get_conversation(ref: Actor, conversation_id: Any, *, impersonated: bool) -> dict[str, Any]:
+def get_conversation(actor: Actor, conversation_id: Any, *, impersonated: bool) -> dict[str, Any]:
     """The chat with the messages of its active line, oldest first, as a client sees them."""
-    _scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
+    _scope, conversation = authorize_conversation(actor, conversation_id, impersonated=impersonated)
     messages = _client_rows(conversation.messages.filter(active=True).order_by("seq"))
     return {**conversation_view(conversation), "messages": client_views(messages, versions=conversation.has_versions)}
 
 
-def rename_conversation(ref: Actor, conversation_id: Any, title: Any, *, impersonated: bool) -> Conversation:
+def rename_conversation(actor: Actor, conversation_id: Any, title: Any, *, impersonated: bool) -> Conversation:
     """Rename; a blank title or one over the maximum is a ``ValidationError``."""
-    scope = authorize_session(ref, impersonated=impersonated)
+    scope = authorize_session(actor, impersonated=impersonated)
     pk = parse_uuid(conversation_id)
     title = _clean_title(title)
     return _update_owned(scope, pk, title=title)
 
 
-def archive_conversation(ref: Actor, conversation_id: Any, *, impersonated: bool) -> Conversation:
+def archive_conversation(actor: Actor, conversation_id: Any, *, impersonated: bool) -> Conversation:
     """Take the chat out of the list; it can still be opened and written to."""
-    scope = authorize_session(ref, impersonated=impersonated)
+    scope = authorize_session(actor, impersonated=impersonated)
     return _update_owned(scope, parse_uuid(conversation_id), status=Conversation.Status.ARCHIVED)
 
 
-def restore_conversation(ref: Actor, conversation_id: Any, *, impersonated: bool) -> Conversation:
+def restore_conversation(actor: Actor, conversation_id: Any, *, impersonated: bool) -> Conversation:
     """An archived chat back in the list: one conditional UPDATE, which never brings back a deleted one."""
-    scope = authorize_session(ref, impersonated=impersonated)
+    scope = authorize_session(actor, impersonated=impersonated)
     return _update_owned(scope, parse_uuid(conversation_id), status=Conversation.Status.ACTIVE)
 
 
-def delete_conversation(ref: Actor, conversation_id: Any, *, impersonated: bool) -> Conversation:
+def delete_conversation(actor: Actor, conversation_id: Any, *, impersonated: bool) -> Conversation:
     """Soft delete: the rows stay, every function here treats the chat as missing."""
-    scope = authorize_session(ref, impersonated=impersonated)
+    scope = authorize_session(actor, impersonated=impersonated)
     return _update_owned(scope, parse_uuid(conversation_id), status=Conversation.Status.DELETED)
 
 
@@ -230,9 +230,9 @@ def _clean_title(title: object) -> str:
     return title
 
 
-def get_message(ref: Actor, conversation_id: Any, message_id: Any, *, impersonated: bool) -> dict[str, Any]:
+def get_message(actor: Actor, conversation_id: Any, message_id: Any, *, impersonated: bool) -> dict[str, Any]:
     """One message of the user's chat, as a client sees it; one off the active line too (``active`` False)."""
-    return message_view(authorize_session(ref, impersonated=impersonated), conversation_id, message_id)
+    return message_view(authorize_session(actor, impersonated=impersonated), conversation_id, message_id)
 
 
 def message_view(scope: Scope, conversation_id: Any, message_id: Any) -> dict[str, Any]:
@@ -274,7 +274,7 @@ def _message_of_live_chat() -> str:
 
 
 def list_messages(
-    ref: Actor,
+    actor: Actor,
     conversation_id: Any,
     *,
     impersonated: bool,
@@ -287,7 +287,7 @@ def list_messages(
 
     A cursor may be any message of the chat, on the line or off it: the page is the line's
     messages after (or before) its ``seq``."""
-    _scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
+    _scope, conversation = authorize_conversation(actor, conversation_id, impersonated=impersonated)
     limit = _clamp(agent_settings.MESSAGES_PAGE if limit is PAGE_SIZE else limit, agent_settings.MESSAGES_PAGE_MAX)
     if after is not None and (before is not None or latest):
         raise InvalidCursor()
@@ -315,9 +315,9 @@ def _cursor_seq(conversation: Conversation, message_id: Any) -> int:
     return seq
 
 
-def add_message(ref: Actor, conversation_id: Any, attrs: Mapping[str, Any], *, impersonated: bool) -> Message:
+def add_message(actor: Actor, conversation_id: Any, attrs: Mapping[str, Any], *, impersonated: bool) -> Message:
     """Store the user's own text; every key of ``attrs`` but ``content`` is ignored."""
-    scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
+    scope, conversation = authorize_conversation(actor, conversation_id, impersonated=impersonated)
     content = validate_user_text(attrs.get("content"))
     return append_message(conversation.pk, role=Message.Role.USER, content=content, title_from=content)
 
@@ -334,9 +334,9 @@ def validate_user_text(content: Any) -> str:
     return content
 
 
-def subscribe(ref: Actor, conversation_id: Any, channel_name: str, *, impersonated: bool) -> Conversation:
+def subscribe(actor: Actor, conversation_id: Any, channel_name: str, *, impersonated: bool) -> Conversation:
     """Add a Channels channel to the chat's group, only after the checks; the chat as it was read."""
-    _scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
+    _scope, conversation = authorize_conversation(actor, conversation_id, impersonated=impersonated)
     async_to_sync(get_channel_layer().group_add)(topic(conversation.pk), channel_name)
     return conversation
 

@@ -64,30 +64,30 @@ def admit(scope: Scope, *, method: str, tool_name: str = "", client: str = "") -
 
     An OAuth client's calls for a user count together, whichever of its access tokens made them
     (a refresh makes a new one); the user's row is the lock they take turns on."""
-    ref = scope.ref
-    assert isinstance(ref, McpRef) and ref.token_id is not None
+    actor = scope.actor
+    assert isinstance(actor, McpRef) and actor.token_id is not None
     now = timezone.now()
-    credential = {"oauth_application_id": ref.application_id} if ref.oauth else {"token_id": ref.token_id}
+    credential = {"oauth_application_id": actor.application_id} if actor.oauth else {"token_id": actor.token_id}
     entry = {
         **credential,
-        "token_name": ref.token_name[:255],
+        "token_name": actor.token_name[:255],
         "user_id": scope.user_id,
         "method": method[:64],
         "tool_name": tool_name[:64],
         "client": client[:200],
     }
     with transaction.atomic():
-        if ref.oauth:
+        if actor.oauth:
             quotas.hold(scope.user_id)
-            calls = McpCall.objects.filter(oauth_application_id=ref.application_id, user_id=scope.user_id)
+            calls = McpCall.objects.filter(oauth_application_id=actor.application_id, user_id=scope.user_id)
         else:
-            list(McpToken.objects.select_for_update().filter(pk=ref.token_id).values_list("pk"))
-            calls = McpCall.objects.filter(token_id=ref.token_id)
+            list(McpToken.objects.select_for_update().filter(pk=actor.token_id).values_list("pk"))
+            calls = McpCall.objects.filter(token_id=actor.token_id)
         recent = calls.filter(at__gt=now - timedelta(minutes=1)).exclude(outcome=RATE_LIMITED)
         cap = agent_settings.MCP_CALLS_PER_MINUTE
         if recent.count() < cap:
-            if not ref.oauth:
-                McpToken.objects.filter(pk=ref.token_id).update(last_used_at=now)
+            if not actor.oauth:
+                McpToken.objects.filter(pk=actor.token_id).update(last_used_at=now)
             return McpCall.objects.create(**entry)
         oldest = recent.order_by("at").values_list("at", flat=True).first() or now
     McpCall.objects.create(**entry, outcome=RATE_LIMITED)
@@ -204,9 +204,9 @@ def decide(scope: Scope, card_id: Any, *, accept: bool, edits: dict[str, Any] | 
     leave the card waiting: the answer asks again, with the fields' messages."""
     try:
         if accept:
-            card = confirmations.confirm(scope.ref, card_id, impersonated=False, edits=_offered(card_id, edits))
+            card = confirmations.confirm(scope.actor, card_id, impersonated=False, edits=_offered(card_id, edits))
         else:
-            card = confirmations.cancel(scope.ref, card_id, impersonated=False)
+            card = confirmations.cancel(scope.actor, card_id, impersonated=False)
     except ValidationError as invalid:
         card = Confirmation.objects.get(pk=card_id)
         again = waiting(card, site)

@@ -191,10 +191,10 @@ def _refused(code: str, description: str, status: int = 400) -> JsonResponse:
 # -- "My assistant": the apps a user connected -----------------------------------------------------
 
 
-def connected_apps(ref: Actor, *, impersonated: bool) -> list[dict[str, Any]]:
+def connected_apps(actor: Actor, *, impersonated: bool) -> list[dict[str, Any]]:
     """The clients holding a live access or refresh token of the signed-in user, newest first: each
     one's name, when the user connected it and when it last called. Never a token nor a client id."""
-    scope = authorize_session(ref, impersonated=impersonated)
+    scope = authorize_session(actor, impersonated=impersonated)
     access, refresh = _live_tokens(scope.user_id)
     since: dict[int, Any] = {}
     for rows in (_first_created(access), _first_created(_connection_history(scope.user_id, refresh))):
@@ -216,11 +216,11 @@ def connected_apps(ref: Actor, *, impersonated: bool) -> list[dict[str, Any]]:
     ]
 
 
-def disconnect(ref: Actor, application_id: Any, *, impersonated: bool) -> None:
+def disconnect(actor: Actor, application_id: Any, *, impersonated: bool) -> None:
     """Revoke every access and refresh token, and every pending grant, of the signed-in user for one
     client. Not a client of theirs (another user's, already disconnected, no such id) is AppNotConnected.
     Only the checks of the session that asks: a user may always disconnect an app, whatever their rights."""
-    scope = authorize_session(ref, impersonated=impersonated)
+    scope = authorize_session(actor, impersonated=impersonated)
     try:
         pk = int(application_id)
     except (TypeError, ValueError):

@@ -43,9 +43,9 @@ class Caller:
     site: str
 
     @property
-    def ref(self) -> McpRef:
-        assert isinstance(self.scope.ref, McpRef)
-        return self.scope.ref
+    def actor(self) -> McpRef:
+        assert isinstance(self.scope.actor, McpRef)
+        return self.scope.actor
 
 
 def manager_for(caller: Caller) -> StreamableHTTPSessionManager:
@@ -90,7 +90,7 @@ async def _call_tool(
     caller: Caller, ctx: Any, params: types.CallToolRequestParams
 ) -> types.CallToolResult | types.InputRequiredResult:
     arguments = params.arguments if params.arguments is not None else {}
-    client = _client_name(ctx) or caller.ref.token_name
+    client = _client_name(ctx) or caller.actor.token_name
 
     def run() -> calls.Answer:
         if params.request_state is not None:  # the client's user answered the card we asked about
@@ -137,7 +137,7 @@ def _outcome_of(result: Any) -> str:
 def _ask(caller: Caller, answer: calls.Answer) -> types.InputRequiredResult:
     """The card as a question to the client's user; the retry carries their answer and this state."""
     assert answer.card is not None
-    state = signing.dumps({"card": str(answer.card.pk), "grant": caller.ref.grant}, salt=STATE_SALT)
+    state = signing.dumps({"card": str(answer.card.pk), "grant": caller.actor.grant}, salt=STATE_SALT)
     form = types.ElicitRequestFormParams(message=answer.form["message"], requested_schema=answer.form["schema"])
     return types.InputRequiredResult(
         input_requests={CONFIRM_KEY: types.ElicitRequest(params=form)}, request_state=state
@@ -150,7 +150,7 @@ def _answered(caller: Caller, params: types.CallToolRequestParams) -> calls.Answ
         state = signing.loads(params.request_state or "", salt=STATE_SALT, max_age=agent_settings.CONFIRMATION_TTL_S)
     except signing.BadSignature:
         state = None
-    if not isinstance(state, dict) or state.get("grant") != caller.ref.grant:
+    if not isinstance(state, dict) or state.get("grant") != caller.actor.grant:
         message = translation.gettext("This confirmation is not yours or has lapsed.")
         return calls.Answer({"error": "invalid_state"}, message, is_error=True)
     response = (params.input_responses or {}).get(CONFIRM_KEY)

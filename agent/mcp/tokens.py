@@ -82,15 +82,15 @@ def origin(request: Any) -> str:
 # -- "My assistant" ------------------------------------------------------------------------------
 
 
-def create(ref: Actor, name: Any, *, impersonated: bool) -> str:
+def create(actor: Actor, name: Any, *, impersonated: bool) -> str:
     """A token for the signed-in user, made on "My assistant": its secret, shown once."""
-    scope = may_use(ref, impersonated=impersonated)
+    scope = may_use(actor, impersonated=impersonated)
     return issue_token(scope.user, name if isinstance(name, str) else "")
 
 
-def listed(ref: Actor, *, impersonated: bool) -> list[dict[str, Any]]:
+def listed(actor: Actor, *, impersonated: bool) -> list[dict[str, Any]]:
     """The user's tokens that are not revoked, newest first: never a secret nor its digest."""
-    scope = authorize_session(ref, impersonated=impersonated)
+    scope = authorize_session(actor, impersonated=impersonated)
     now = timezone.now()
     return [
         {
@@ -105,10 +105,10 @@ def listed(ref: Actor, *, impersonated: bool) -> list[dict[str, Any]]:
     ]
 
 
-def revoke(ref: Actor, token_id: Any, *, impersonated: bool) -> bool:
+def revoke(actor: Actor, token_id: Any, *, impersonated: bool) -> bool:
     """Revoke one of the user's tokens; False when it is not theirs or not live. Only the checks of
     the session that asks: a user may always end a token, whatever their rights."""
-    scope = authorize_session(ref, impersonated=impersonated)
+    scope = authorize_session(actor, impersonated=impersonated)
     try:
         pk = int(token_id)
     except (TypeError, ValueError):
@@ -121,8 +121,8 @@ def offered(scope: Scope) -> bool:
     return agent_settings.MCP is not None and scope.has_perm(MCP_PERMISSION)
 
 
-def may_use(ref: Actor, *, impersonated: bool) -> Scope:
-    scope = authorize_session(ref, impersonated=impersonated)
+def may_use(actor: Actor, *, impersonated: bool) -> Scope:
+    scope = authorize_session(actor, impersonated=impersonated)
     if not offered(scope):
         raise errors.McpNotOffered()
     return scope

@@ -30,9 +30,9 @@ TOKEN_BYTES = 24
 """A token of 32 URL-safe characters: within Telegram's 64 for a ``/start`` parameter."""
 
 
-def link_token(ref: Actor, *, impersonated: bool) -> str:
+def link_token(actor: Actor, *, impersonated: bool) -> str:
     """A one-time token that links the Telegram chat which sends it to this user, for ``TELEGRAM_LINK_TTL_S``."""
-    scope = _may_link(ref, impersonated=impersonated)
+    scope = _may_link(actor, impersonated=impersonated)
     token = secrets.token_urlsafe(TOKEN_BYTES)
     expires = timezone.now() + timedelta(seconds=agent_settings.TELEGRAM_LINK_TTL_S)
     TelegramLinkToken.objects.create(digest=_digest(token), user_id=scope.user_id, expires_at=expires)
@@ -46,19 +46,19 @@ def link_url(token: str) -> str:
     return f"https://t.me/{quote(username)}?start={quote(token)}"
 
 
-def live_links(ref: Actor, *, impersonated: bool) -> list[TelegramLink]:
+def live_links(actor: Actor, *, impersonated: bool) -> list[TelegramLink]:
     """The user's live links, newest first."""
-    scope = authorize_session(ref, impersonated=impersonated)
+    scope = authorize_session(actor, impersonated=impersonated)
     return list(TelegramLink.objects.filter(user_id=scope.user_id, revoked_at__isnull=True))
 
 
-def revoke(ref: Actor, link_id: Any, *, impersonated: bool) -> bool:
+def revoke(actor: Actor, link_id: Any, *, impersonated: bool) -> bool:
     """Unlink one of the user's Telegram chats; False when it was not theirs or not live.
 
     Only the checks of the session that asks: a user may always cut a link, whatever their rights.
     """
-    scope = authorize_session(ref, impersonated=impersonated) if not isinstance(ref, TelegramRef) else None
-    user_id = scope.user_id if scope is not None else ref.user_id
+    scope = authorize_session(actor, impersonated=impersonated) if not isinstance(actor, TelegramRef) else None
+    user_id = scope.user_id if scope is not None else actor.user_id
     try:
         pk = int(link_id)
     except (TypeError, ValueError):
@@ -112,8 +112,8 @@ def live_link(chat_id: int) -> TelegramLink | None:
     return TelegramLink.objects.filter(chat_id=chat_id, revoked_at__isnull=True).select_related("conversation").first()
 
 
-def _may_link(ref: Actor, *, impersonated: bool) -> Scope:
-    scope = authorize_session(ref, impersonated=impersonated)
+def _may_link(actor: Actor, *, impersonated: bool) -> Scope:
+    scope = authorize_session(actor, impersonated=impersonated)
     if config() is None or not scope.has_perm(TELEGRAM_PERMISSION):
         raise errors.TelegramNotOffered()
     return scope

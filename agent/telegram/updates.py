@@ -100,13 +100,13 @@ def _message(message: Any) -> None:
                 _("This chat is not connected yet. On the site, open the assistant and choose Connect Telegram."),
             )
         return
-    ref = TelegramRef(link.pk, link.user_id)
+    actor = TelegramRef(link.pk, link.user_id)
     with translation.override(delivery.link_language(link)):
         try:
             if command:
-                _command(link, ref, command)
+                _command(link, actor, command)
             else:
-                _ask(link, ref, message, text)
+                _ask(link, actor, message, text)
         except errors.Refusal as refusal:
             _reply(chat.id, refusal.message)
         except ValidationError as invalid:
@@ -130,19 +130,19 @@ def _link(chat_id: int, sender: Any, token: str, language: str) -> None:
         )
 
 
-def _command(link: TelegramLink, ref: TelegramRef, command: str) -> None:
+def _command(link: TelegramLink, actor: TelegramRef, command: str) -> None:
     if command == "/stop":
         links.revoke_where(pk=link.pk)
         _reply(link.chat_id, _("Disconnected. Connect again from the site whenever you like."))
     elif command == "/new":
-        chat = conversations.create_conversation(ref, {}, impersonated=False)
+        chat = conversations.create_conversation(actor, {}, impersonated=False)
         TelegramLink.objects.filter(pk=link.pk).update(conversation=chat)
         _reply(link.chat_id, _("A new chat. What can I do for you?"))
     elif command == "/chats":
-        _list_chats(link, ref)
+        _list_chats(link, actor)
     elif command == "/cancel":
         current = link.conversation
-        stopped = current is not None and turns.stop(ref, current.pk, impersonated=False)
+        stopped = current is not None and turns.stop(actor, current.pk, impersonated=False)
         _reply(link.chat_id, _("Stopping.") if stopped else _("Nothing is running."))
     else:
         _reply(
@@ -154,12 +154,12 @@ def _command(link: TelegramLink, ref: TelegramRef, command: str) -> None:
         )
 
 
-def _ask(link: TelegramLink, ref: TelegramRef, message: Any, text: str) -> None:
+def _ask(link: TelegramLink, actor: TelegramRef, message: Any, text: str) -> None:
     """A message to the assistant: its files are taken first, a voice note is transcribed; then a turn."""
-    chat = _current_chat(link, ref)
+    chat = _current_chat(link, actor)
     spoken = False
     if message.voice is not None or message.audio is not None:
-        text = voice.transcribe(ref, chat.pk, _download(message.voice or message.audio), impersonated=False)
+        text = voice.transcribe(actor, chat.pk, _download(message.voice or message.audio), impersonated=False)
         if not text:
             _reply(link.chat_id, _("I heard nothing I could write down. Try again, a little closer to the microphone."))
             return
@@ -172,34 +172,36 @@ def _ask(link: TelegramLink, ref: TelegramRef, message: Any, text: str) -> None:
             _reply(link.chat_id, _("Telegram lets me read files of at most 20 MB."))
             return
         attachment = files.add_attachment(
-            ref, chat.pk, ContentFile(_download_id(file_id), name=name), impersonated=False
+            actor, chat.pk, ContentFile(_download_id(file_id), name=name), impersonated=False
         )
         extraction.process(attachment.pk)  # read now: the turn below needs it ready
         if not text:
             _reply(link.chat_id, _("I have the file. What should I do with it?"))
             return
-    ready = [a.pk for a in files.list_unlinked(ref, chat.pk, impersonated=False) if a.status == Attachment.Status.READY]
-    turns.start(ref, chat.pk, text, attachment_ids=ready, impersonated=False, language=link.language, spoken=spoken)
+    ready = [
+        a.pk for a in files.list_unlinked(actor, chat.pk, impersonated=False) if a.status == Attachment.Status.READY
+    ]
+    turns.start(actor, chat.pk, text, attachment_ids=ready, impersonated=False, language=link.language, spoken=spoken)
     _typing(link.chat_id)
 
 
-def _current_chat(link: TelegramLink, ref: TelegramRef) -> Conversation:
+def _current_chat(link: TelegramLink, actor: TelegramRef) -> Conversation:
     """The link's chat, or a new one when it has none (or it was deleted)."""
     chat = link.conversation
     if chat is not None and chat.status != Conversation.Status.DELETED:
         try:
-            conversations.authorize_conversation(ref, chat.pk, impersonated=False)
+            conversations.authorize_conversation(actor, chat.pk, impersonated=False)
             return chat
         except errors.NotFound:
             pass
-    chat = conversations.create_conversation(ref, {}, impersonated=False)
+    chat = conversations.create_conversation(actor, {}, impersonated=False)
     TelegramLink.objects.filter(pk=link.pk).update(conversation=chat)
     link.conversation = chat
     return chat
 
 
-def _list_chats(link: TelegramLink, ref: TelegramRef) -> None:
-    page = conversations.list_conversations(ref, impersonated=False, limit=CHATS_LISTED)
+def _list_chats(link: TelegramLink, actor: TelegramRef) -> None:
+    page = conversations.list_conversations(actor, impersonated=False, limit=CHATS_LISTED)
     chats = list(page.conversations)
     if not chats:
         _reply(link.chat_id, _("You have no chats yet. Write to me to start one."))
@@ -222,13 +224,13 @@ def _press(query: Any) -> None:
             _answer_press(query.id, _("This button no longer works."))
         return
     link = buttons.link
-    ref = TelegramRef(link.pk, link.user_id)
+    actor = TelegramRef(link.pk, link.user_id)
     with translation.override(delivery.link_language(link)):
         try:
             text = (
-                _card_press(ref, buttons, choice)
+                _card_press(actor, buttons, choice)
                 if buttons.kind == TelegramButtons.Kind.CARD
-                else _switch(link, ref, buttons, choice)
+                else _switch(link, actor, buttons, choice)
             )
         except errors.Refusal as refusal:
             text = refusal.message
@@ -237,12 +239,12 @@ def _press(query: Any) -> None:
         _answer_press(query.id, text)
 
 
-def _card_press(ref: TelegramRef, buttons: TelegramButtons, choice: str) -> str:
+def _card_press(actor: TelegramRef, buttons: TelegramButtons, choice: str) -> str:
     card_id = buttons.confirmation_id
     if choice == delivery.CONFIRM:
-        card = confirmations.confirm(ref, card_id, impersonated=False)
+        card = confirmations.confirm(actor, card_id, impersonated=False)
     elif choice == delivery.CANCEL:
-        card = confirmations.cancel(ref, card_id, impersonated=False)
+        card = confirmations.cancel(actor, card_id, impersonated=False)
     else:
         return _("This button no longer works.")
     try:
@@ -253,12 +255,12 @@ def _card_press(ref: TelegramRef, buttons: TelegramButtons, choice: str) -> str:
     return notices.text(f"confirmation_{card.status}", {"tool": tool_title(card.tool_name)})
 
 
-def _switch(link: TelegramLink, ref: TelegramRef, buttons: TelegramButtons, choice: str) -> str:
+def _switch(link: TelegramLink, actor: TelegramRef, buttons: TelegramButtons, choice: str) -> str:
     try:
         chat_id = buttons.chats[int(choice)]
     except (IndexError, TypeError, ValueError):
         return _("This button no longer works.")
-    _scope, chat = conversations.authorize_conversation(ref, chat_id, impersonated=False)
+    _scope, chat = conversations.authorize_conversation(actor, chat_id, impersonated=False)
     TelegramLink.objects.filter(pk=link.pk).update(conversation=chat)
     title = chat.title or _("Untitled chat")
     try:  # the list says where the chat is now; the press's answer says it anyway

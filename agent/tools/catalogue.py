@@ -58,7 +58,7 @@ def _ranked(scope: Scope, visible: list[Tool], text: str, limit: int) -> list[st
 def count_for(user: Any) -> int:
     """How many of the site's tools ``user`` may use, by their rights now, as a session of theirs is
     offered them: for staff's pages, which have no session of the user's."""
-    as_user = Scope(ref=SessionRef(session_key="", user_id=user.pk), user=user, language=get_language() or "en")
+    as_user = Scope(actor=SessionRef(session_key="", user_id=user.pk), user=user, language=get_language() or "en")
     return len(visible_for(as_user))
 
 

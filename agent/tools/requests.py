@@ -56,7 +56,7 @@ def live_request(
     }
     request = WSGIRequest(environ)
     request.user = scope.user
-    session_key = scope.ref.session_key if isinstance(scope.ref, SessionRef) else None  # a Telegram link has none
+    session_key = scope.actor.session_key if isinstance(scope.actor, SessionRef) else None  # a Telegram link has none
     request.session = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
     request.LANGUAGE_CODE = scope.language
     if csrf_checked:

@@ -35,7 +35,7 @@ class Branch(Protocol):
 
 
 def start(
-    ref: Actor,
+    actor: Actor,
     conversation_id: Any,
     text: Any,
     *,
@@ -49,7 +49,7 @@ def start(
 
     ``branch`` is for the doors of ``versions``: a turn on a new version of a message. ``spoken``:
     the text was transcribed from a voice note the user sent unseen; their message is marked so."""
-    scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
+    scope, conversation = authorize_conversation(actor, conversation_id, impersonated=impersonated)
     if branch is None:
         text = validate_user_text(text)
         files = attachments.for_turn(scope, conversation, attachment_ids)
@@ -82,7 +82,7 @@ def start(
             text=text,
             attachment_ids=[str(f.pk) for f in files],
             spoken=spoken,
-            **actor_fields(ref),
+            **actor_fields(actor),
             user_slot=slot,
             admission=admission,
             deadline_at=timezone.now() + timedelta(seconds=agent_settings.TURN_DEADLINE_S),
@@ -94,9 +94,9 @@ def start(
     return turn
 
 
-def stop(ref: Actor, conversation_id: Any, *, impersonated: bool) -> bool:
+def stop(actor: Actor, conversation_id: Any, *, impersonated: bool) -> bool:
     """Ask the chat's live turn to stop; True when one was asked."""
-    _scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
+    _scope, conversation = authorize_conversation(actor, conversation_id, impersonated=impersonated)
     live = Turn.objects.filter(conversation=conversation, status__in=Turn.LIVE).values_list("pk", flat=True)
     return any([monitor.request_stop(pk) for pk in live])
 

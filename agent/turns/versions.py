@@ -31,7 +31,7 @@ from .starting import start
 
 
 def edit_message(
-    ref: Actor,
+    actor: Actor,
     conversation_id: Any,
     message_id: Any,
     text: Any,
@@ -47,11 +47,11 @@ def edit_message(
     Everything a turn's start checks applies.
     """
     branch = _Edit(message_id, text, attachment_ids)
-    return start(ref, conversation_id, None, impersonated=impersonated, language=language, branch=branch)
+    return start(actor, conversation_id, None, impersonated=impersonated, language=language, branch=branch)
 
 
 def regenerate(
-    ref: Actor, conversation_id: Any, message_id: Any, *, impersonated: bool, language: str | None = None
+    actor: Actor, conversation_id: Any, message_id: Any, *, impersonated: bool, language: str | None = None
 ) -> Turn:
     """Answer again the user's message that ``message_id`` (output of a turn, on the active line) answers.
 
@@ -59,16 +59,16 @@ def regenerate(
     and the new output becomes its sibling. Everything a turn's start checks applies.
     """
     return start(
-        ref, conversation_id, None, impersonated=impersonated, language=language, branch=_Regenerate(message_id)
+        actor, conversation_id, None, impersonated=impersonated, language=language, branch=_Regenerate(message_id)
     )
 
 
-def switch_version(ref: Actor, conversation_id: Any, message_id: Any, *, impersonated: bool) -> bool:
+def switch_version(actor: Actor, conversation_id: Any, message_id: Any, *, impersonated: bool) -> bool:
     """Make the version that holds ``message_id`` the active one, with the line it last showed below it.
 
     Refused (``Busy``) while a turn runs in the chat. True when the line changed.
     """
-    scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
+    scope, conversation = authorize_conversation(actor, conversation_id, impersonated=impersonated)
     target = _own_message(conversation, message_id)
     holder = uuid.uuid4()
     name = locks.chat_lock(conversation.pk)

@@ -28,7 +28,7 @@ SLACK_S = 1.0
 """A recorder stopped at the limit may report a moment more."""
 
 
-def transcribe(ref: Actor, conversation_id: Any, audio: Any, *, impersonated: bool) -> str:
+def transcribe(actor: Actor, conversation_id: Any, audio: Any, *, impersonated: bool) -> str:
     """The words of ``audio`` (bytes, or a file such as the page's ``rec.webm``) recorded for this chat.
 
     Over ``MAX_VOICE_BYTES`` or ``MAX_VOICE_S``, or empty: ``ValidationError``; not audio, or audio
@@ -37,7 +37,7 @@ def transcribe(ref: Actor, conversation_id: Any, audio: Any, *, impersonated: bo
     caps reached: ``BudgetExceeded``; the endpoint failing: ``SpeechFailed`` with the sentence a
     failed model call's notice gives.
     """
-    scope, conversation = authorize_conversation(ref, conversation_id, impersonated=impersonated)
+    scope, conversation = authorize_conversation(actor, conversation_id, impersonated=impersonated)
     data = _read(audio)
     limit = agent_settings.MAX_VOICE_S
     kind = recordings.audio_format(data)

@@ -63,7 +63,7 @@ class AgentConsumer(FrameDoors, AsyncJsonWebsocketConsumer):
             await self.close()  # before accept: the handshake is refused (HTTP 403)
             return
         events.bind_server_loop(asyncio.get_running_loop())
-        self.ref = SessionRef.from_scope(self.scope)
+        self.actor = SessionRef.from_scope(self.scope)
         self.impersonated = is_impersonated(self.scope)
         self.frame_times: deque[float] = deque()
         self.request_language = request_language(self.scope)
@@ -71,7 +71,7 @@ class AgentConsumer(FrameDoors, AsyncJsonWebsocketConsumer):
             self,
             self.channel_layer,
             self.channel_name,
-            ref=self.ref,
+            actor=self.actor,
             impersonated=self.impersonated,
             request_language=self.request_language,
         )
@@ -79,7 +79,7 @@ class AgentConsumer(FrameDoors, AsyncJsonWebsocketConsumer):
         await self.accept()
         if not await self.feed.allowed(since=CLOCK.now()):
             return
-        self.slot = await stream_slots.take(self.ref.user_id, self)
+        self.slot = await stream_slots.take(self.actor.user_id, self)
         if self.slot is None:  # the user's sockets and event streams are at their cap
             with translation.override(self.feed.language):
                 await self.send_json({"type": "error", **error_body(TooManyStreams())})

@@ -58,7 +58,7 @@ async def stream(request: HttpRequest) -> HttpResponseBase:
     except ValidationError as invalid:
         return invalid_response(invalid)
     listener = ChatStream(layer, channel, **opened)
-    listener.slot = await stream_slots.take(listener.ref.user_id, listener)
+    listener.slot = await stream_slots.take(listener.actor.user_id, listener)
     if listener.slot is None:  # the user's sockets and event streams are at their cap
         await events.leave(layer, channel, {events.topic(listener.conversation_id)})
         return refusal_response(TooManyStreams())
@@ -76,12 +76,12 @@ def _open(request: HttpRequest, conversation_id: Any, after: Any, channel: str) 
     """
     if not request.user.is_authenticated:
         raise SessionGone
-    ref = SessionRef.from_request(request)
+    actor = SessionRef.from_request(request)
     impersonated = is_impersonated(request)
     language = page_language(request)
-    chat, views, seq = catch_up(ref, conversation_id, after, channel, impersonated=impersonated, language=language)
+    chat, views, seq = catch_up(actor, conversation_id, after, channel, impersonated=impersonated, language=language)
     return {
-        "ref": ref,
+        "actor": actor,
         "impersonated": impersonated,
         "conversation_id": chat,
         "request_language": translation.get_language(),
@@ -104,7 +104,7 @@ class ChatStream:
         layer: Any,
         channel: str,
         *,
-        ref: SessionRef,
+        actor: SessionRef,
         impersonated: bool,
         conversation_id: str,
         request_language: str | None,
@@ -113,7 +113,7 @@ class ChatStream:
     ) -> None:
         self.layer = layer
         self.channel = channel
-        self.ref = ref
+        self.actor = actor
         self.impersonated = impersonated
         self.request_language = request_language
         self.conversation_id = conversation_id
@@ -138,7 +138,7 @@ class ChatStream:
             self,
             self.layer,
             self.channel,
-            ref=self.ref,
+            actor=self.actor,
             impersonated=self.impersonated,
             request_language=self.request_language,
             one_chat=True,

@@ -60,7 +60,7 @@ class Carrier(Protocol):
 
 
 def catch_up(
-    ref: SessionRef, conversation_id: Any, after: Any, channel: str, *, impersonated: bool, language: str
+    actor: SessionRef, conversation_id: Any, after: Any, channel: str, *, impersonated: bool, language: str
 ) -> tuple[str, list[dict[str, Any]], int | None]:
     """Join a chat's group through its checked door and read what the tab lacks; refusals raise.
 
@@ -70,12 +70,12 @@ def catch_up(
     chat's latest messages, and the next message stored comes after every one
     stored, on the line or off it, so that is the chat's message count.
     """
-    chat = conversations.subscribe(ref, conversation_id, channel, impersonated=impersonated)
+    chat = conversations.subscribe(actor, conversation_id, channel, impersonated=impersonated)
     chat_id = str(chat.pk)
     try:
         with translation.override(language):
             messages = conversations.list_messages(
-                ref, chat_id, after=after, latest=after is None, impersonated=impersonated
+                actor, chat_id, after=after, latest=after is None, impersonated=impersonated
             )
             views = [page_view(m) for m in messages]
     except Exception:
@@ -100,7 +100,7 @@ class Feed:
         layer: Any,
         channel: str,
         *,
-        ref: SessionRef,
+        actor: SessionRef,
         impersonated: bool,
         request_language: str | None,
         one_chat: bool = False,
@@ -108,7 +108,7 @@ class Feed:
         self.carrier = carrier
         self.layer = layer
         self.channel = channel
-        self.ref = ref
+        self.actor = actor
         self.impersonated = impersonated
         self.request_language = request_language
         self.language = request_language or settings.LANGUAGE_CODE
@@ -128,7 +128,7 @@ class Feed:
 
     async def start(self) -> None:
         """Join the session's groups (a revocation reaches the feed from then on) and start delivering."""
-        await self.join(self.ref.group, events.user_group(self.ref.user_id), events.SITE_GROUP)
+        await self.join(self.actor.group, events.user_group(self.actor.user_id), events.SITE_GROUP)
         self.tasks = [asyncio.ensure_future(self._deliver()), asyncio.ensure_future(self._watch())]
 
     async def close(self) -> None:
@@ -304,7 +304,7 @@ class Feed:
         """
         if since is None:
             since = CLOCK.now() - SCOPE_FRESH_S
-        scope = await self.shared.scope(self.ref, self.impersonated, since=max(since, self.checked_after))
+        scope = await self.shared.scope(self.actor, self.impersonated, since=max(since, self.checked_after))
         self.language = language_for(scope.user_settings, self.request_language)
         return scope
 

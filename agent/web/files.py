@@ -42,14 +42,14 @@ def upload(request: HttpRequest, conversation_id: str) -> HttpResponseBase:
 
 
 @api  # checks the CSRF token after the upload handlers are in place
-def _upload(request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str, cap: SizeCap) -> Any:
+def _upload(request: HttpRequest, actor: SessionRef, impersonated: bool, conversation_id: str, cap: SizeCap) -> Any:
     uploaded = request.FILES.get("file")
     if cap.too_large:
         raise files.too_large(cap.limit)
     if uploaded is None:
         raise ValidationError({"file": ValidationError(_("No file was sent."), code="required")})
     try:
-        attachment = files.add_attachment(ref, conversation_id, uploaded, impersonated=impersonated)
+        attachment = files.add_attachment(actor, conversation_id, uploaded, impersonated=impersonated)
     finally:
         uploaded.close()
     return JsonResponse({"attachment": file_view(attachment)}, status=201)
@@ -57,27 +57,27 @@ def _upload(request: HttpRequest, ref: SessionRef, impersonated: bool, conversat
 
 @require_GET
 @api
-def composer(request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str) -> HttpResponse:
+def composer(request: HttpRequest, actor: SessionRef, impersonated: bool, conversation_id: str) -> HttpResponse:
     """The chat's files waiting for a message, oldest first."""
-    rows = files.list_unlinked(ref, conversation_id, impersonated=impersonated)
+    rows = files.list_unlinked(actor, conversation_id, impersonated=impersonated)
     return JsonResponse({"attachments": [file_view(row) for row in rows]})
 
 
 @require_POST
 @api
-def remove(request: HttpRequest, ref: SessionRef, impersonated: bool, attachment_id: str) -> HttpResponse:
-    files.remove_attachment(ref, attachment_id, impersonated=impersonated)
+def remove(request: HttpRequest, actor: SessionRef, impersonated: bool, attachment_id: str) -> HttpResponse:
+    files.remove_attachment(actor, attachment_id, impersonated=impersonated)
     return JsonResponse({"removed": attachment_id})
 
 
 @require_GET
 @api
-def serve(request: HttpRequest, ref: SessionRef, impersonated: bool, attachment_id: str) -> HttpResponseBase:
+def serve(request: HttpRequest, actor: SessionRef, impersonated: bool, attachment_id: str) -> HttpResponseBase:
     """The owner's ready file: a picture inline (re-encoded when it was read), anything else as a download.
 
     A ``Range`` request gets its bytes (206) or 416; a stored file that cannot be read is 404.
     """
-    attachment, handle = files.open_file(ref, attachment_id, impersonated=impersonated)
+    attachment, handle = files.open_file(actor, attachment_id, impersonated=impersonated)
     content_type = attachment.content_type
     if content_type.startswith("text/") or content_type == "application/json":
         content_type += "; charset=utf-8"

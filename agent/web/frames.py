@@ -22,14 +22,14 @@ from .feed import Feed, catch_up
 class FrameDoors:
     """The frames' doors, for a consumer that keeps the attributes below (set when it connects)."""
 
-    ref: SessionRef
+    actor: SessionRef
     impersonated: bool
     channel_name: str
     feed: Feed
 
     async def frame_subscribe(self, frame: dict[str, Any]) -> dict[str, Any]:
         conversation_id, views, seq = await database_sync_to_async(catch_up)(
-            self.ref,
+            self.actor,
             frame.get("conversation"),
             frame.get("after"),
             self.channel_name,
@@ -107,6 +107,6 @@ class FrameDoors:
 
         def call() -> Any:
             with translation.override(self.feed.language):
-                return fn(self.ref, *args, impersonated=self.impersonated, **kwargs)
+                return fn(self.actor, *args, impersonated=self.impersonated, **kwargs)
 
         return await database_sync_to_async(call)()

@@ -1,7 +1,7 @@
 """The JSON API's one request/response helper: the session, the language, the CSRF check and the error contract;
 and the pages' strict Content-Security-Policy.
 
-Every API view is wrapped in ``api``: it gets the session ref and whether the
+Every API view is wrapped in ``api``: it gets the session's actor and whether the
 session is impersonated, runs in the user's language, and whatever it raises
 reaches the client as the body ``agent.core.errors`` defines (``error``, ``message``
 and ``fields`` or ``limit``), with the refusal's HTTP status.
@@ -71,7 +71,7 @@ MULTIPART_OVERHEAD = 64 * 1024
 
 
 def api(view: Callable[..., Any]) -> Callable[..., HttpResponseBase]:
-    """Session ref and impersonation for the view; its dict answered as JSON, every failure as the error body.
+    """The session's actor and impersonation for the view; its dict answered as JSON, every failure as the error body.
 
     The CSRF check runs here instead of in the site's middleware, so a refused
     token gets the JSON the page reads whatever ``CSRF_FAILURE_VIEW`` the site

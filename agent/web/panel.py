@@ -23,57 +23,57 @@ from .http import api, read_body, strict_policy, unavailable
 
 @require_http_methods(["GET", "POST"])
 @api
-def settings_api(request: HttpRequest, ref: SessionRef, impersonated: bool) -> dict[str, Any]:
+def settings_api(request: HttpRequest, actor: SessionRef, impersonated: bool) -> dict[str, Any]:
     """GET: the panel's data. POST (JSON): the user's changes, then the panel's data."""
     if request.method == "POST":
-        data = user_settings.update(ref, read_body(request), impersonated=impersonated)
+        data = user_settings.update(actor, read_body(request), impersonated=impersonated)
     else:
-        data = user_settings.panel(ref, impersonated=impersonated)
-    scope = authorize_session(ref, impersonated=impersonated)
+        data = user_settings.panel(actor, impersonated=impersonated)
+    scope = authorize_session(actor, impersonated=impersonated)
     return {**data, "telegram": _telegram(scope), "mcp": _mcp(request, scope)}
 
 
 @require_POST
 @api
-def telegram_link(request: HttpRequest, ref: SessionRef, impersonated: bool) -> dict[str, Any]:
+def telegram_link(request: HttpRequest, actor: SessionRef, impersonated: bool) -> dict[str, Any]:
     """A one-time link that connects the Telegram chat which opens it to this user."""
-    token = telegram.link_token(ref, impersonated=impersonated)
+    token = telegram.link_token(actor, impersonated=impersonated)
     return {"url": telegram.link_url(token), "expires_in": agent_settings.TELEGRAM_LINK_TTL_S}
 
 
 @require_POST
 @api
-def telegram_revoke(request: HttpRequest, ref: SessionRef, impersonated: bool) -> dict[str, Any]:
+def telegram_revoke(request: HttpRequest, actor: SessionRef, impersonated: bool) -> dict[str, Any]:
     """Disconnect one of the user's Telegram chats (``{"link": id}``); the panel's Telegram part after."""
-    telegram.revoke(ref, read_body(request).get("link"), impersonated=impersonated)
-    return {"telegram": _telegram(authorize_session(ref, impersonated=impersonated))}
+    telegram.revoke(actor, read_body(request).get("link"), impersonated=impersonated)
+    return {"telegram": _telegram(authorize_session(actor, impersonated=impersonated))}
 
 
 @require_POST
 @api
-def mcp_token(request: HttpRequest, ref: SessionRef, impersonated: bool) -> dict[str, Any]:
+def mcp_token(request: HttpRequest, actor: SessionRef, impersonated: bool) -> dict[str, Any]:
     """A new token for an MCP client (``{"name": ...}``): its secret, shown this once, and the panel's MCP part."""
-    secret = tokens.create(ref, read_body(request).get("name"), impersonated=impersonated)
-    return {"secret": secret, "mcp": _mcp(request, authorize_session(ref, impersonated=impersonated))}
+    secret = tokens.create(actor, read_body(request).get("name"), impersonated=impersonated)
+    return {"secret": secret, "mcp": _mcp(request, authorize_session(actor, impersonated=impersonated))}
 
 
 @require_POST
 @api
-def mcp_revoke(request: HttpRequest, ref: SessionRef, impersonated: bool) -> dict[str, Any]:
+def mcp_revoke(request: HttpRequest, actor: SessionRef, impersonated: bool) -> dict[str, Any]:
     """End one of the user's tokens (``{"token": id}``); the panel's MCP part after."""
-    tokens.revoke(ref, read_body(request).get("token"), impersonated=impersonated)
-    return {"mcp": _mcp(request, authorize_session(ref, impersonated=impersonated))}
+    tokens.revoke(actor, read_body(request).get("token"), impersonated=impersonated)
+    return {"mcp": _mcp(request, authorize_session(actor, impersonated=impersonated))}
 
 
 @require_POST
 @api
-def mcp_disconnect(request: HttpRequest, ref: SessionRef, impersonated: bool) -> dict[str, Any]:
+def mcp_disconnect(request: HttpRequest, actor: SessionRef, impersonated: bool) -> dict[str, Any]:
     """Disconnect one of the apps the user connected with OAuth (``{"app": id}``): every token of theirs
     for it revoked; the panel's MCP part after. Routed only where OAuth is on."""
     from ..mcp import oauth  # django-oauth-toolkit: imported only where OAuth is on
 
-    oauth.disconnect(ref, read_body(request).get("app"), impersonated=impersonated)
-    return {"mcp": _mcp(request, authorize_session(ref, impersonated=impersonated))}
+    oauth.disconnect(actor, read_body(request).get("app"), impersonated=impersonated)
+    return {"mcp": _mcp(request, authorize_session(actor, impersonated=impersonated))}
 
 
 def _mcp(request: HttpRequest, scope: Scope) -> dict[str, Any]:
@@ -83,12 +83,12 @@ def _mcp(request: HttpRequest, scope: Scope) -> dict[str, Any]:
     data: dict[str, Any] = {
         "offered": offered,
         "url": request.build_absolute_uri(reverse("agent:mcp")) if offered else "",
-        "tokens": tokens.listed(scope.ref, impersonated=False) if offered else [],
+        "tokens": tokens.listed(scope.actor, impersonated=False) if offered else [],
     }
     if tokens.oauth_on():
         from ..mcp import oauth  # django-oauth-toolkit: imported only where OAuth is on
 
-        data["apps"] = oauth.connected_apps(scope.ref, impersonated=False) if offered else []
+        data["apps"] = oauth.connected_apps(scope.actor, impersonated=False) if offered else []
     return data
 
 
@@ -96,7 +96,7 @@ def _telegram(scope: Scope) -> dict[str, Any]:
     """Whether the user may connect Telegram, the bot's name, and their live links (never a chat id)."""
     settings = bot.config()
     offered = settings is not None and scope.has_perm(TELEGRAM_PERMISSION)
-    links = telegram.live_links(scope.ref, impersonated=False) if offered else []
+    links = telegram.live_links(scope.actor, impersonated=False) if offered else []
     return {
         "offered": offered,
         "bot": settings.username if settings is not None else "",

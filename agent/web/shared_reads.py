@@ -104,12 +104,12 @@ class SharedReads:
             shared = cls._by_loop[loop] = cls()
         return shared
 
-    async def scope(self, ref: SessionRef, impersonated: bool, *, since: float) -> Scope:
-        """A check of ``ref``'s session begun at or after ``since``: the one in flight or a new one."""
-        key = (ref.session_key, ref.user_id, impersonated)
+    async def scope(self, actor: SessionRef, impersonated: bool, *, since: float) -> Scope:
+        """A check of ``actor``'s session begun at or after ``since``: the one in flight or a new one."""
+        key = (actor.session_key, actor.user_id, impersonated)
         entry = self.checks.get(key)
         if entry is None or entry[0] < since:
-            check = self._in_next_call(lambda: authorize_session(ref, impersonated=impersonated))
+            check = self._in_next_call(lambda: authorize_session(actor, impersonated=impersonated))
             entry = self.checks[key] = (CLOCK.now(), check)
             self._prune()
         return await asyncio.shield(entry[1])  # a socket that closes meanwhile must not cancel the others' check

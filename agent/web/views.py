@@ -183,14 +183,14 @@ def javascript_catalog(request: HttpRequest) -> HttpResponseBase:
 
 @require_GET
 @api
-def conversation_list(request: HttpRequest, ref: SessionRef, impersonated: bool) -> dict[str, Any]:
+def conversation_list(request: HttpRequest, actor: SessionRef, impersonated: bool) -> dict[str, Any]:
     """The chat list: active chats, the archived ones (``archived=1``), or those matching ``q``."""
     paging: dict[str, Any] = {**_limit(request.GET.get("limit")), "cursor": request.GET.get("cursor")}
     if "q" in request.GET:
-        page = conversations.search_conversations(ref, request.GET["q"], impersonated=impersonated, **paging)
+        page = conversations.search_conversations(actor, request.GET["q"], impersonated=impersonated, **paging)
     else:
         archived = request.GET.get("archived") in ("1", "true")
-        page = conversations.list_conversations(ref, impersonated=impersonated, archived=archived, **paging)
+        page = conversations.list_conversations(actor, impersonated=impersonated, archived=archived, **paging)
     return {
         "conversations": [conversations.conversation_view(c) for c in page.conversations],
         "next_cursor": page.next_cursor,
@@ -199,18 +199,18 @@ def conversation_list(request: HttpRequest, ref: SessionRef, impersonated: bool)
 
 @require_POST
 @api
-def conversation_create(request: HttpRequest, ref: SessionRef, impersonated: bool) -> dict[str, Any]:
+def conversation_create(request: HttpRequest, actor: SessionRef, impersonated: bool) -> dict[str, Any]:
     title = read_body(request).get("title")
-    conversation = conversations.create_conversation(ref, {"title": title}, impersonated=impersonated)
+    conversation = conversations.create_conversation(actor, {"title": title}, impersonated=impersonated)
     return {"conversation": conversations.conversation_view(conversation)}
 
 
 @require_GET
 @api
 def conversation_detail(
-    request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str
+    request: HttpRequest, actor: SessionRef, impersonated: bool, conversation_id: str
 ) -> dict[str, Any]:
-    _scope, conversation = conversations.authorize_conversation(ref, conversation_id, impersonated=impersonated)
+    _scope, conversation = conversations.authorize_conversation(actor, conversation_id, impersonated=impersonated)
     live = turns.live_turn(conversation.pk)
     return {
         "conversation": conversations.conversation_view(conversation),
@@ -221,45 +221,45 @@ def conversation_detail(
 @require_POST
 @api
 def conversation_rename(
-    request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str
+    request: HttpRequest, actor: SessionRef, impersonated: bool, conversation_id: str
 ) -> dict[str, Any]:
     title = read_body(request).get("title")
-    conversation = conversations.rename_conversation(ref, conversation_id, title, impersonated=impersonated)
+    conversation = conversations.rename_conversation(actor, conversation_id, title, impersonated=impersonated)
     return {"conversation": conversations.conversation_view(conversation)}
 
 
 @require_POST
 @api
 def conversation_archive(
-    request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str
+    request: HttpRequest, actor: SessionRef, impersonated: bool, conversation_id: str
 ) -> dict[str, Any]:
-    conversation = conversations.archive_conversation(ref, conversation_id, impersonated=impersonated)
+    conversation = conversations.archive_conversation(actor, conversation_id, impersonated=impersonated)
     return {"conversation": conversations.conversation_view(conversation)}
 
 
 @require_POST
 @api
 def conversation_restore(
-    request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str
+    request: HttpRequest, actor: SessionRef, impersonated: bool, conversation_id: str
 ) -> dict[str, Any]:
-    conversation = conversations.restore_conversation(ref, conversation_id, impersonated=impersonated)
+    conversation = conversations.restore_conversation(actor, conversation_id, impersonated=impersonated)
     return {"conversation": conversations.conversation_view(conversation)}
 
 
 @require_POST
 @api
 def conversation_delete(
-    request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str
+    request: HttpRequest, actor: SessionRef, impersonated: bool, conversation_id: str
 ) -> dict[str, Any]:
-    conversations.delete_conversation(ref, conversation_id, impersonated=impersonated)
+    conversations.delete_conversation(actor, conversation_id, impersonated=impersonated)
     return {"deleted": conversation_id}
 
 
 @require_GET
 @api
-def message_list(request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str) -> dict[str, Any]:
+def message_list(request: HttpRequest, actor: SessionRef, impersonated: bool, conversation_id: str) -> dict[str, Any]:
     messages = conversations.list_messages(
-        ref,
+        actor,
         conversation_id,
         impersonated=impersonated,
         after=request.GET.get("after"),
@@ -272,10 +272,10 @@ def message_list(request: HttpRequest, ref: SessionRef, impersonated: bool, conv
 
 @require_POST
 @api
-def turn_start(request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str) -> dict[str, Any]:
+def turn_start(request: HttpRequest, actor: SessionRef, impersonated: bool, conversation_id: str) -> dict[str, Any]:
     body = read_body(request)
     turn = turns.start(
-        ref,
+        actor,
         conversation_id,
         body.get("text"),
         attachment_ids=body.get("attachment_ids") or (),
@@ -287,17 +287,17 @@ def turn_start(request: HttpRequest, ref: SessionRef, impersonated: bool, conver
 
 @require_POST
 @api
-def turn_stop(request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str) -> dict[str, Any]:
-    return {"asked": turns.stop(ref, conversation_id, impersonated=impersonated)}
+def turn_stop(request: HttpRequest, actor: SessionRef, impersonated: bool, conversation_id: str) -> dict[str, Any]:
+    return {"asked": turns.stop(actor, conversation_id, impersonated=impersonated)}
 
 
 @require_POST
 @api
-def turn_edit(request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str) -> dict[str, Any]:
+def turn_edit(request: HttpRequest, actor: SessionRef, impersonated: bool, conversation_id: str) -> dict[str, Any]:
     """A new version of one of the user's messages (``message``, ``text``, optional ``attachment_ids``)."""
     body = read_body(request)
     turn = turns.edit_message(
-        ref,
+        actor,
         conversation_id,
         body.get("message"),
         body.get("text"),
@@ -310,33 +310,35 @@ def turn_edit(request: HttpRequest, ref: SessionRef, impersonated: bool, convers
 
 @require_POST
 @api
-def turn_regenerate(request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str) -> dict[str, Any]:
+def turn_regenerate(
+    request: HttpRequest, actor: SessionRef, impersonated: bool, conversation_id: str
+) -> dict[str, Any]:
     """Another answer to the user's message that ``message`` answers."""
     turn = turns.regenerate(
-        ref, conversation_id, read_body(request).get("message"), impersonated=impersonated, language=get_language()
+        actor, conversation_id, read_body(request).get("message"), impersonated=impersonated, language=get_language()
     )
     return {"turn": {"id": str(turn.pk), "status": turn.status}}
 
 
 @require_POST
 @api
-def version_switch(request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str) -> dict[str, Any]:
+def version_switch(request: HttpRequest, actor: SessionRef, impersonated: bool, conversation_id: str) -> dict[str, Any]:
     """Show the version that holds ``message``."""
-    changed = turns.switch_version(ref, conversation_id, read_body(request).get("message"), impersonated=impersonated)
+    changed = turns.switch_version(actor, conversation_id, read_body(request).get("message"), impersonated=impersonated)
     return {"changed": changed}
 
 
 @require_POST
 @api
 def confirmation_confirm(
-    request: HttpRequest, ref: SessionRef, impersonated: bool, confirmation_id: str
+    request: HttpRequest, actor: SessionRef, impersonated: bool, confirmation_id: str
 ) -> dict[str, Any]:
     """Confirm the card, with the user's ``edits`` if any. Edits its checks refuse are an answer, as a
     Django form re-shown with its errors is: the card still waits and ``refused`` says why by field (a
     200, so the page's console records no failure for what the user is expected to fix)."""
     edits = read_body(request).get("edits")
     try:
-        card = confirmations.confirm(ref, confirmation_id, impersonated=impersonated, edits=edits)
+        card = confirmations.confirm(actor, confirmation_id, impersonated=impersonated, edits=edits)
     except ValidationError as invalid:
         if not edits:
             raise
@@ -348,9 +350,9 @@ def confirmation_confirm(
 @require_POST
 @api
 def confirmation_cancel(
-    request: HttpRequest, ref: SessionRef, impersonated: bool, confirmation_id: str
+    request: HttpRequest, actor: SessionRef, impersonated: bool, confirmation_id: str
 ) -> dict[str, Any]:
-    card = confirmations.cancel(ref, confirmation_id, impersonated=impersonated)
+    card = confirmations.cancel(actor, confirmation_id, impersonated=impersonated)
     return {"confirmation": {"id": str(card.pk), "status": card.status}}
 
 

@@ -31,7 +31,7 @@ def transcribe(request: HttpRequest, conversation_id: str) -> HttpResponseBase:
 
 @api  # checks the CSRF token after the upload handlers are in place
 def _transcribe(
-    request: HttpRequest, ref: SessionRef, impersonated: bool, conversation_id: str, cap: SizeCap
+    request: HttpRequest, actor: SessionRef, impersonated: bool, conversation_id: str, cap: SizeCap
 ) -> dict[str, Any]:
     audio = request.FILES.get("audio")
     if cap.too_large:
@@ -39,7 +39,7 @@ def _transcribe(
     if audio is None:
         raise ValidationError({"audio": ValidationError(_("No recording was sent."), code="required")})
     try:
-        text = voice.transcribe(ref, conversation_id, audio, impersonated=impersonated)
+        text = voice.transcribe(actor, conversation_id, audio, impersonated=impersonated)
     finally:
         audio.close()
     return {"text": text}

@@ -106,7 +106,7 @@ async def test_a_socket_not_subscribed_to_the_chat_gets_no_draft(
 def unstarted_feed() -> Feed:
     """A tab's feed whose queue is filled by hand and never delivered."""
     ref = SessionRef("k", 1)
-    return Feed(None, None, "c", ref=ref, impersonated=False, request_language=None)  # type: ignore[arg-type]
+    return Feed(None, None, "c", actor=ref, impersonated=False, request_language=None)  # type: ignore[arg-type]
 
 
 async def test_a_newer_draft_replaces_one_the_tab_has_not_got_yet() -> None:

@@ -46,8 +46,8 @@ def test_a_token_keeps_only_its_digest_and_checks_in_one_statement(mcp_user: Any
         scope = check(secret)
 
     assert len(queries) == 1
-    assert (scope.user_id, scope.ref.token_id, scope.ref.token_name) == (mcp_user.pk, row.pk, "Claude Desktop")
-    assert scope.has_perm("notes.view_note") and "agm_" not in repr(scope.ref)
+    assert (scope.user_id, scope.actor.token_id, scope.actor.token_name) == (mcp_user.pk, row.pk, "Claude Desktop")
+    assert scope.has_perm("notes.view_note") and "agm_" not in repr(scope.actor)
 
 
 @pytest.mark.parametrize(

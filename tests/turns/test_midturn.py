@@ -71,7 +71,7 @@ def change_password(ctx: Any) -> None:
 
 
 def log_out(ctx: Any) -> None:
-    Session.objects.filter(session_key=ctx.scope.ref.session_key).delete()
+    Session.objects.filter(session_key=ctx.scope.actor.session_key).delete()
 
 
 @pytest.mark.parametrize(
