@@ -7,6 +7,7 @@ import logging
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any, Callable, Iterator
+from uuid import UUID
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django import forms
@@ -23,6 +24,7 @@ from .access import Actor, Scope, authorize_session
 from .conversations import parse_uuid
 from .core.conf import agent_settings
 from .core.errors import Expired, NotFound, NotWaiting, ToolFailed
+from .core.ids import ConfirmationId
 from .models import Confirmation, Conversation, Message
 from .tools.registry import Refused, Tool, ToolContext, ToolResult, compute_fingerprint, may_write, registry
 
@@ -34,7 +36,7 @@ EDITABLE_TYPES = ("text", "textarea", "integer", "number", "boolean", "choice", 
 """The kinds of value a card's field can be edited as; the page gives each a widget of its own."""
 
 
-def confirm(actor: Actor, confirmation_id: Any, *, impersonated: bool, edits: Any = None) -> Confirmation:
+def confirm(actor: Actor, confirmation_id: ConfirmationId, *, impersonated: bool, edits: Any = None) -> Confirmation:
     """Apply the card's change, once, if everything still holds at the click.
 
     ``edits`` maps fields the card offers for editing to the user's values. They go through
@@ -57,7 +59,7 @@ def confirm(actor: Actor, confirmation_id: Any, *, impersonated: bool, edits: An
     return _apply(card, tool, ctx, arguments, changed)
 
 
-def cancel(actor: Actor, confirmation_id: Any, *, impersonated: bool) -> Confirmation:
+def cancel(actor: Actor, confirmation_id: ConfirmationId, *, impersonated: bool) -> Confirmation:
     """Drop the card's change."""
     scope = authorize_session(actor, impersonated=impersonated)
     card = _owned_waiting(scope, confirmation_id)
@@ -80,7 +82,7 @@ def settle_lapsed(conversation: Conversation | Any) -> int:
     return settled
 
 
-def cancel_off_line(conversation_id: Any, old_end: Any) -> int:
+def cancel_off_line(conversation_id: UUID, old_end: Any) -> int:
     """Cancel the chat's waiting cards whose message has just left the active line; how many.
 
     Called when an edit, a regenerate or a switch moves the line (in its transaction, the chat's
@@ -308,7 +310,7 @@ def _check_type(kind: Any, value: Any) -> None:
         field().clean(value)
 
 
-def _owned_waiting(scope: Scope, confirmation_id: Any) -> Confirmation:
+def _owned_waiting(scope: Scope, confirmation_id: ConfirmationId) -> Confirmation:
     pk = parse_uuid(confirmation_id)
     card = (
         Confirmation.objects.select_related("conversation", "turn")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID
 
 from django.db import transaction
 from django.utils.translation import gettext_lazy
@@ -80,7 +81,7 @@ def tone(code: str) -> str:
     return "info" if code in _NEUTRAL_NOTICES else "error"
 
 
-def write(conversation_id: Any, code: str, params: dict[str, Any] | None = None, **fields: Any) -> Message:
+def write(conversation_id: UUID, code: str, params: dict[str, Any] | None = None, **fields: Any) -> Message:
     """Store a notice in a chat and broadcast it (the caller has done its checks)."""
     from .conversations import append_message
 
@@ -91,7 +92,7 @@ def write(conversation_id: Any, code: str, params: dict[str, Any] | None = None,
     )
 
 
-def write_off_line(conversation_id: Any, parent_id: Any, code: str, params: dict[str, Any], **fields: Any) -> Message:
+def write_off_line(conversation_id: UUID, parent_id: UUID, code: str, params: dict[str, Any], **fields: Any) -> Message:
     """Store a notice below ``parent_id`` on a line the chat no longer shows (``append_off_line``)."""
     from .conversations import append_off_line
 
@@ -103,7 +104,7 @@ def write_off_line(conversation_id: Any, parent_id: Any, code: str, params: dict
 
 
 def write_unless_gone(
-    conversation_id: Any, code: str, params: dict[str, Any] | None = None, **fields: Any
+    conversation_id: UUID, code: str, params: dict[str, Any] | None = None, **fields: Any
 ) -> Message | None:
     """``write``, or nothing when the chat was deleted; the caller's transaction goes on either way."""
     try:

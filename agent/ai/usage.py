@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterator
 from django.utils.module_loading import import_string
 
 from ..core.conf import agent_settings
+from ..core.ids import MessageId
 from ..models import AIRequest, Message
 
 logger = logging.getLogger(__name__)
@@ -17,7 +18,7 @@ _local = threading.local()
 
 
 @contextlib.contextmanager
-def stored_by_caller(message_id: Any) -> Iterator[None]:
+def stored_by_caller(message_id: MessageId) -> Iterator[None]:
     """The caller will store the message under ``message_id`` with its row itself.
 
     So the agent's sink spares the UPDATE that could not find that message yet.

@@ -20,6 +20,7 @@ from ..access import Actor, Scope, authorize_session
 from ..conversations import authorize_conversation, parse_uuid
 from ..core.conf import agent_settings
 from ..core.errors import FileGone, NotFound
+from ..core.ids import AttachmentId, ConversationId
 from ..limits import quotas
 from ..models import Attachment, Conversation
 from . import detection, downloads
@@ -34,7 +35,9 @@ def refusal(code: str, message: str, field: str = "file") -> ValidationError:
     return error
 
 
-def add_attachment(actor: Actor, conversation_id: Any, uploaded_file: Any, *, impersonated: bool) -> Attachment:
+def add_attachment(
+    actor: Actor, conversation_id: ConversationId, uploaded_file: Any, *, impersonated: bool
+) -> Attachment:
     """Store the user's file in the chat's composer, ``pending`` until its text is read.
 
     ``TooManyUploads`` past ``UPLOADS_PER_MINUTE``, ``StorageFull`` past ``MAX_STORED_BYTES_PER_USER``.
@@ -90,7 +93,7 @@ def _too_many() -> ValidationError:
     )
 
 
-def queue_processing(attachment_id: Any) -> None:
+def queue_processing(attachment_id: AttachmentId) -> None:
     """Queue the file's one extraction by the task's stable name (ids in)."""
     current_app.send_task(PROCESS_TASK, args=[str(attachment_id)], queue=agent_settings.TASK_QUEUE)
 
@@ -108,7 +111,7 @@ def _composer(conversation: Conversation, scope: Scope) -> Any:
     return Attachment.objects.filter(conversation=conversation, user_id=scope.user_id, message__isnull=True)
 
 
-def remove_attachment(actor: Actor, attachment_id: Any, *, impersonated: bool) -> None:
+def remove_attachment(actor: Actor, attachment_id: AttachmentId, *, impersonated: bool) -> None:
     """Remove an unlinked file of the user's own: the row, and the stored file after commit."""
     scope = authorize_session(actor, impersonated=impersonated)
     pk = parse_uuid(attachment_id)
@@ -125,13 +128,13 @@ def remove_attachment(actor: Actor, attachment_id: Any, *, impersonated: bool) -
         row.delete()
 
 
-def list_unlinked(actor: Actor, conversation_id: Any, *, impersonated: bool) -> list[Attachment]:
+def list_unlinked(actor: Actor, conversation_id: ConversationId, *, impersonated: bool) -> list[Attachment]:
     """The chat's files waiting for a message (the composer's), oldest first."""
     scope, conversation = authorize_conversation(actor, conversation_id, impersonated=impersonated)
     return list(_composer(conversation, scope).defer("text").order_by("created_at", "id"))
 
 
-def open_file(actor: Actor, attachment_id: Any, *, impersonated: bool) -> tuple[Attachment, IO[bytes]]:
+def open_file(actor: Actor, attachment_id: AttachmentId, *, impersonated: bool) -> tuple[Attachment, IO[bytes]]:
     """A ready file of the user's own, in a chat that is not deleted, opened for reading.
 
     A stored file that cannot be opened is ``NotFound`` too, and logged by ids.

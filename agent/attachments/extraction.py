@@ -30,6 +30,7 @@ from ..core import events
 from ..core.conf import agent_settings
 from ..core.errors import FILE_FAILURES
 from ..core.file_kinds import BY_TYPE
+from ..core.ids import AttachmentId
 from ..models import Attachment
 from . import parsers
 
@@ -52,7 +53,7 @@ class Result:
         return Attachment.Status.FAILED if self.error_code else Attachment.Status.READY
 
 
-def process(attachment_id: Any) -> str | None:
+def process(attachment_id: AttachmentId) -> str | None:
     """Extract a pending file and store the result; its status, or None when there was nothing to do."""
     try:
         pk = uuid.UUID(str(attachment_id))

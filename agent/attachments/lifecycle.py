@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from ..core import events
 from ..core.conf import agent_settings
+from ..core.ids import AttachmentId
 from ..models import Attachment
 
 logger = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ def _delete_stored_file(sender: Any, instance: Attachment, **kwargs: Any) -> Non
         transaction.on_commit(lambda: _delete_quietly(storage, name, pk))
 
 
-def _delete_quietly(storage: Any, name: str, attachment_id: Any) -> None:
+def _delete_quietly(storage: Any, name: str, attachment_id: AttachmentId) -> None:
     try:
         storage.delete(name)
     except Exception as error:  # a storage outage leaves a file behind, never fails the delete

@@ -28,6 +28,7 @@ from ..access import Actor, Scope, authorize_session
 from ..core import events
 from ..core.conf import agent_settings
 from ..core.errors import InvalidCursor, NotFound
+from ..core.ids import ConversationId, MessageId
 from ..limits import quotas
 from ..models import Conversation, Message
 from .payloads import client_views, conversation_view
@@ -54,7 +55,7 @@ def parse_uuid(value: Any) -> uuid.UUID:
         raise NotFound() from None
 
 
-def owned_conversation(scope: Scope, conversation_id: Any) -> Conversation:
+def owned_conversation(scope: Scope, conversation_id: ConversationId) -> Conversation:
     """The session user's live chat, or ``NotFound`` whatever the reason."""
     pk = parse_uuid(conversation_id)
     try:
@@ -63,7 +64,9 @@ def owned_conversation(scope: Scope, conversation_id: Any) -> Conversation:
         raise NotFound() from None
 
 
-def authorize_conversation(actor: Actor, conversation_id: Any, *, impersonated: bool) -> tuple[Scope, Conversation]:
+def authorize_conversation(
+    actor: Actor, conversation_id: ConversationId, *, impersonated: bool
+) -> tuple[Scope, Conversation]:
     """The access checks, then that the chat is the session user's and not deleted."""
     scope = authorize_session(actor, impersonated=impersonated)
     return scope, owned_conversation(scope, conversation_id)
@@ -171,14 +174,16 @@ def decode_conversation_cursor(cursor: Any) -> tuple[datetime, uuid.UUID]:
     return at, pk
 
 
-def get_conversation(actor: Actor, conversation_id: Any, *, impersonated: bool) -> dict[str, Any]:
+def get_conversation(actor: Actor, conversation_id: ConversationId, *, impersonated: bool) -> dict[str, Any]:
     """The chat with the messages of its active line, oldest first, as a client sees them."""
     _scope, conversation = authorize_conversation(actor, conversation_id, impersonated=impersonated)
     messages = _client_rows(conversation.messages.filter(active=True).order_by("seq"))
     return {**conversation_view(conversation), "messages": client_views(messages, versions=conversation.has_versions)}
 
 
-def rename_conversation(actor: Actor, conversation_id: Any, title: Any, *, impersonated: bool) -> Conversation:
+def rename_conversation(
+    actor: Actor, conversation_id: ConversationId, title: Any, *, impersonated: bool
+) -> Conversation:
     """Rename; a blank title or one over the maximum is a ``ValidationError``."""
     scope = authorize_session(actor, impersonated=impersonated)
     pk = parse_uuid(conversation_id)
@@ -186,19 +191,19 @@ def rename_conversation(actor: Actor, conversation_id: Any, title: Any, *, imper
     return _update_owned(scope, pk, title=title)
 
 
-def archive_conversation(actor: Actor, conversation_id: Any, *, impersonated: bool) -> Conversation:
+def archive_conversation(actor: Actor, conversation_id: ConversationId, *, impersonated: bool) -> Conversation:
     """Take the chat out of the list; it can still be opened and written to."""
     scope = authorize_session(actor, impersonated=impersonated)
     return _update_owned(scope, parse_uuid(conversation_id), status=Conversation.Status.ARCHIVED)
 
 
-def restore_conversation(actor: Actor, conversation_id: Any, *, impersonated: bool) -> Conversation:
+def restore_conversation(actor: Actor, conversation_id: ConversationId, *, impersonated: bool) -> Conversation:
     """An archived chat back in the list: one conditional UPDATE, which never brings back a deleted one."""
     scope = authorize_session(actor, impersonated=impersonated)
     return _update_owned(scope, parse_uuid(conversation_id), status=Conversation.Status.ACTIVE)
 
 
-def delete_conversation(actor: Actor, conversation_id: Any, *, impersonated: bool) -> Conversation:
+def delete_conversation(actor: Actor, conversation_id: ConversationId, *, impersonated: bool) -> Conversation:
     """Soft delete: the rows stay, every function here treats the chat as missing."""
     scope = authorize_session(actor, impersonated=impersonated)
     return _update_owned(scope, parse_uuid(conversation_id), status=Conversation.Status.DELETED)
@@ -230,12 +235,14 @@ def _clean_title(title: object) -> str:
     return title
 
 
-def get_message(actor: Actor, conversation_id: Any, message_id: Any, *, impersonated: bool) -> dict[str, Any]:
+def get_message(
+    actor: Actor, conversation_id: ConversationId, message_id: MessageId, *, impersonated: bool
+) -> dict[str, Any]:
     """One message of the user's chat, as a client sees it; one off the active line too (``active`` False)."""
     return message_view(authorize_session(actor, impersonated=impersonated), conversation_id, message_id)
 
 
-def message_view(scope: Scope, conversation_id: Any, message_id: Any) -> dict[str, Any]:
+def message_view(scope: Scope, conversation_id: ConversationId, message_id: MessageId) -> dict[str, Any]:
     """``get_message`` for a scope checked just now: the sockets of one user share it.
 
     One plain statement (the user's live chat joined to the message): every
@@ -275,7 +282,7 @@ def _message_of_live_chat() -> str:
 
 def list_messages(
     actor: Actor,
-    conversation_id: Any,
+    conversation_id: ConversationId,
     *,
     impersonated: bool,
     after: Any = None,
@@ -304,7 +311,7 @@ def list_messages(
     return client_views(list(reversed(newest_first)), versions=versions)
 
 
-def _cursor_seq(conversation: Conversation, message_id: Any) -> int:
+def _cursor_seq(conversation: Conversation, message_id: MessageId) -> int:
     try:
         pk = parse_uuid(message_id)
     except NotFound:
@@ -315,7 +322,9 @@ def _cursor_seq(conversation: Conversation, message_id: Any) -> int:
     return seq
 
 
-def add_message(actor: Actor, conversation_id: Any, attrs: Mapping[str, Any], *, impersonated: bool) -> Message:
+def add_message(
+    actor: Actor, conversation_id: ConversationId, attrs: Mapping[str, Any], *, impersonated: bool
+) -> Message:
     """Store the user's own text; every key of ``attrs`` but ``content`` is ignored."""
     scope, conversation = authorize_conversation(actor, conversation_id, impersonated=impersonated)
     content = validate_user_text(attrs.get("content"))
@@ -334,14 +343,14 @@ def validate_user_text(content: Any) -> str:
     return content
 
 
-def subscribe(actor: Actor, conversation_id: Any, channel_name: str, *, impersonated: bool) -> Conversation:
+def subscribe(actor: Actor, conversation_id: ConversationId, channel_name: str, *, impersonated: bool) -> Conversation:
     """Add a Channels channel to the chat's group, only after the checks; the chat as it was read."""
     _scope, conversation = authorize_conversation(actor, conversation_id, impersonated=impersonated)
     async_to_sync(get_channel_layer().group_add)(topic(conversation.pk), channel_name)
     return conversation
 
 
-def unsubscribe(conversation_id: Any, channel_name: str) -> None:
+def unsubscribe(conversation_id: ConversationId, channel_name: str) -> None:
     async_to_sync(get_channel_layer().group_discard)(topic(conversation_id), channel_name)
 
 

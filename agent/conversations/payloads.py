@@ -7,6 +7,7 @@ from typing import Any, Iterable
 from django.db.models import Q
 
 from ..core.errors import file_failure_message
+from ..core.ids import MessageId
 from ..models import Attachment, Conversation, Message
 
 
@@ -52,7 +53,7 @@ def _siblings(rows: list[Message]) -> dict[Any, list[Any]]:
     return grouped
 
 
-def versions_view(message_id: Any, siblings: list[Any]) -> dict[str, Any] | None:
+def versions_view(message_id: MessageId, siblings: list[Any]) -> dict[str, Any] | None:
     """``{"index", "count", "siblings"}`` of a message with versions (``index`` counts from 1), else None."""
     if len(siblings) < 2 or message_id not in siblings:
         return None

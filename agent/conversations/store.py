@@ -22,6 +22,7 @@ from django.utils import timezone
 from ..core import events
 from ..core.conf import agent_settings
 from ..core.errors import NotFound
+from ..core.ids import ConversationId, MessageId
 from ..models import Conversation, Lock, Message, Turn
 
 
@@ -65,7 +66,7 @@ def append_message(
     return message
 
 
-def append_off_line(conversation_id: Any, parent_id: Any, **fields: Any) -> Message:
+def append_off_line(conversation_id: ConversationId, parent_id: MessageId, **fields: Any) -> Message:
     """Store a message below ``parent_id`` on a line the chat no longer shows, and make it that line's end.
 
     It takes the next ``seq`` but leaves the active line and its end alone, so open tabs are not
@@ -287,7 +288,7 @@ _UNARCHIVE = (
 """A chat that gets a new message is in use again: it comes back to the active list."""
 
 
-def _advance_chat(conversation_id: Any, now: datetime, title: str, message_id: Any) -> tuple[int, Any]:
+def _advance_chat(conversation_id: ConversationId, now: datetime, title: str, message_id: MessageId) -> tuple[int, Any]:
     """Count the new message on a live chat and make it the end of the active line: its ``seq`` and
     its ``parent`` (the line's end before it)."""
     meta = Conversation._meta

@@ -24,6 +24,8 @@ from typing import Any, Callable, Iterable
 from channels.layers import get_channel_layer
 from django.db import transaction
 
+from .ids import AttachmentId, ConversationId, MessageId, TurnId
+
 logger = logging.getLogger(__name__)
 
 MESSAGE_ADDED = "agent.message_added"
@@ -54,7 +56,7 @@ losses: collections.Counter[str] = collections.Counter()
 """Events this process could not deliver, by reason; each was logged and its tabs told to resync."""
 
 
-def topic(conversation_id: Any) -> str:
+def topic(conversation_id: ConversationId) -> str:
     """The Channels group of a chat."""
     return f"agent.conv.{conversation_id}"
 
@@ -70,20 +72,20 @@ def user_group(user_id: Any) -> str:
     return f"agent.user.{user_id}"
 
 
-def message_added(conversation_id: Any, message_id: Any) -> None:
+def message_added(conversation_id: ConversationId, message_id: MessageId) -> None:
     send_on_commit(topic(conversation_id), MESSAGE_ADDED, conversation=conversation_id, message=message_id)
 
 
-def attachment_processed(conversation_id: Any, attachment_id: Any) -> None:
+def attachment_processed(conversation_id: ConversationId, attachment_id: AttachmentId) -> None:
     """A file of the chat is ready or failed: the composer reads it again."""
     send_on_commit(topic(conversation_id), ATTACHMENT_PROCESSED, conversation=conversation_id, attachment=attachment_id)
 
 
-def turn_changed(conversation_id: Any, turn_id: Any, status: str) -> None:
+def turn_changed(conversation_id: ConversationId, turn_id: TurnId, status: str) -> None:
     send_on_commit(topic(conversation_id), TURN_CHANGED, conversation=conversation_id, turn=turn_id, status=status)
 
 
-def answer_delta(conversation_id: Any, turn_id: Any, round_number: int, text: str) -> None:
+def answer_delta(conversation_id: ConversationId, turn_id: TurnId, round_number: int, text: str) -> None:
     """The answer of a turn's round so far: never stored, so sent now, not after a commit."""
     event = {
         "type": ANSWER_DELTA,
@@ -104,12 +106,12 @@ def call_later(delay: float, callback: Callable[[], None]) -> None:
     loop.call_soon_threadsafe(loop.call_later, delay, callback)
 
 
-def conversation_changed(conversation_id: Any) -> None:
+def conversation_changed(conversation_id: ConversationId) -> None:
     """A chat was renamed, archived or deleted: open tabs refresh its header."""
     send_on_commit(topic(conversation_id), CONVERSATION_CHANGED, conversation=conversation_id)
 
 
-def line_changed(conversation_id: Any) -> None:
+def line_changed(conversation_id: ConversationId) -> None:
     """The chat's active line changed (an edit, a regenerate, a switch): open tabs read it again."""
     send_on_commit(topic(conversation_id), LINE_CHANGED, conversation=conversation_id)
 

@@ -25,6 +25,7 @@ from ..access import McpRef, Scope
 from ..conversations.store import append_message
 from ..core import errors
 from ..core.conf import agent_settings
+from ..core.ids import ConfirmationId
 from ..limits import quotas
 from ..models import Confirmation, Conversation, McpCall, McpToken, Message
 from ..step_labels import card_fields, tool_title
@@ -198,7 +199,7 @@ def _schema_of(spec: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def decide(scope: Scope, card_id: Any, *, accept: bool, edits: dict[str, Any] | None, site: str) -> Answer:
+def decide(scope: Scope, card_id: ConfirmationId, *, accept: bool, edits: dict[str, Any] | None, site: str) -> Answer:
     """The user's answer to a card, given in the client: accept (with their edits) confirms it, as
     the page's Confirm does, with every check at this moment; anything else cancels it. Invalid edits
     leave the card waiting: the answer asks again, with the fields' messages."""
@@ -221,7 +222,7 @@ def decide(scope: Scope, card_id: Any, *, accept: bool, edits: dict[str, Any] | 
     return Answer({"status": card.status, "confirmation_id": str(card.pk)}, text, is_error=failed)
 
 
-def _offered(card_id: Any, edits: dict[str, Any] | None) -> dict[str, Any] | None:
+def _offered(card_id: ConfirmationId, edits: dict[str, Any] | None) -> dict[str, Any] | None:
     """The client's values of the fields the card let it edit (the form asked for no others)."""
     if not edits:
         return None

@@ -25,6 +25,7 @@ from django.utils.translation import gettext as _
 from ..access import TelegramRef, authorize_session, language_for
 from ..core import errors
 from ..core.conf import agent_settings
+from ..core.ids import ConfirmationId, MessageId, TurnId
 from ..models import (
     Confirmation,
     Message,
@@ -81,7 +82,7 @@ def _telegram_turn(message: Message) -> bool:
     return Turn.objects.filter(pk=str(message.turn_id), telegram_link__isnull=False).exists()
 
 
-def deliver(turn_id: Any) -> None:
+def deliver(turn_id: TurnId) -> None:
     """Send the turn's messages that Telegram has not had yet, in order; one task at a time per turn."""
     turn = Turn.objects.select_related("telegram_link").filter(pk=turn_id).first()
     if turn is None or turn.telegram_link is None:
@@ -198,7 +199,7 @@ def send_with_buttons(
     return buttons
 
 
-def show_everywhere(confirmation_id: Any, link_id: int | None = None) -> None:
+def show_everywhere(confirmation_id: ConfirmationId, link_id: int | None = None) -> None:
     """A waiting card no turn made, as a message with Confirm / Cancel in each live chat its user
     linked (or in ``link_id`` alone, sent again after a rate limit)."""
     card = Confirmation.objects.filter(pk=confirmation_id, status=Confirmation.Status.WAITING).first()
@@ -224,7 +225,7 @@ def link_language(link: TelegramLink) -> str:
     return language_for(own, link.language or None)
 
 
-def card_decided(confirmation_id: Any) -> None:
+def card_decided(confirmation_id: ConfirmationId) -> None:
     """Edit every Telegram message of a decided card to its outcome, without its buttons.
 
     The buttons' rows stay (the purge takes them when they are old): a press that
@@ -254,7 +255,7 @@ def _drop_drafts(link: TelegramLink, turn: Turn) -> None:
         draft.delete()
 
 
-def _drop_draft(link: TelegramLink, answer_id: Any) -> None:
+def _drop_draft(link: TelegramLink, answer_id: MessageId) -> None:
     draft = TelegramDraft.objects.filter(pk=answer_id).first()
     if draft is not None:
         _delete(link.chat_id, draft.message_id)
@@ -330,7 +331,7 @@ class DraftMirror:
 
     PREVIEW_CHARS = 4000
 
-    def __init__(self, turn: Turn, answer_id: Any, chat_id: int) -> None:
+    def __init__(self, turn: Turn, answer_id: MessageId, chat_id: int) -> None:
         self.turn_id = turn.pk
         self.answer_id = answer_id
         self.chat_id = chat_id
@@ -391,7 +392,7 @@ class DraftMirror:
                 self.closed.wait(error.retry_after)
 
 
-def draft_mirror(turn: Turn, answer_id: Any) -> DraftMirror | None:
+def draft_mirror(turn: Turn, answer_id: MessageId) -> DraftMirror | None:
     """The follower of a round of a turn asked for in Telegram (``agent.turns.stream.follow``)."""
     if turn.telegram_link_id is None or config() is None:
         return None

@@ -242,9 +242,9 @@ def _press(query: Any) -> None:
 def _card_press(actor: TelegramRef, buttons: TelegramButtons, choice: str) -> str:
     card_id = buttons.confirmation_id
     if choice == delivery.CONFIRM:
-        card = confirmations.confirm(actor, card_id, impersonated=False)
+        card = confirmations.confirm(actor, card_id or "", impersonated=False)
     elif choice == delivery.CANCEL:
-        card = confirmations.cancel(actor, card_id, impersonated=False)
+        card = confirmations.cancel(actor, card_id or "", impersonated=False)
     else:
         return _("This button no longer works.")
     try:

@@ -18,6 +18,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.db.models.functions import Length, Substr
 from django.utils.translation import gettext as _
 
+from ..core.ids import ConfirmationId, ConversationId
 from ..models import Attachment, Confirmation, Message
 
 PAGE = 200
@@ -60,7 +61,7 @@ def build(
 
 
 def load(
-    conversation_id: Any,
+    conversation_id: ConversationId,
     current: dict[str, Any],
     limit: int,
     *,
@@ -221,7 +222,7 @@ class _Row(NamedTuple):
     tool_outcome: str
     notice_code: str
     notice_params: Any
-    confirmation_id: Any
+    confirmation_id: ConfirmationId
     card_tool: str | None
     card_edits: Any
     card_result: str | None
@@ -247,7 +248,7 @@ _ROW_FIELDS = (
 
 
 def _newest_first(
-    conversation_id: Any, before_seq: int | None, files: dict[Any, list[Any]], limit: int
+    conversation_id: ConversationId, before_seq: int | None, files: dict[Any, list[Any]], limit: int
 ) -> Iterator[_Row]:
     relevant = (
         Q(role__in=[Message.Role.USER, Message.Role.ASSISTANT])

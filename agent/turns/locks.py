@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from ..core import pooled
 from ..core.conf import agent_settings
+from ..core.ids import ConversationId, TurnId
 from ..models import Lock, Turn
 
 logger = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ CHAT_PREFIX = "chat:"
 USER_PREFIX = "user:"
 
 
-def chat_lock(conversation_id: Any) -> str:
+def chat_lock(conversation_id: ConversationId) -> str:
     return f"{CHAT_PREFIX}{conversation_id}"
 
 
@@ -85,7 +86,7 @@ TELEGRAM_READER = "telegram:reader"
 """The one process that polls Telegram for the site's bot (two readers of one token are refused by Telegram)."""
 
 
-def telegram_delivery_lock(turn_id: Any) -> str:
+def telegram_delivery_lock(turn_id: TurnId) -> str:
     """Held by the one task that sends a turn's messages to Telegram, so they arrive once and in order."""
     return f"telegram:turn:{turn_id}"
 

@@ -16,6 +16,7 @@ from ..conversations import append_message
 from ..core import events
 from ..core.conf import agent_settings
 from ..core.errors import NotFound
+from ..core.ids import ConversationId, TurnId
 from ..models import Conversation, Message, Turn
 from . import locks
 
@@ -88,7 +89,7 @@ def _line_was_cut_for(turn: Turn) -> bool:
     ).exists()
 
 
-def request_stop(turn_id: Any) -> bool:
+def request_stop(turn_id: TurnId) -> bool:
     """Mark a live turn to stop; the runner looks for the mark at its checkpoints."""
     return bool(
         Turn.objects.filter(pk=turn_id, status__in=Turn.LIVE, stop_requested_at__isnull=True).update(
@@ -97,7 +98,7 @@ def request_stop(turn_id: Any) -> bool:
     )
 
 
-def sweep(conversation_id: Any = None) -> int:
+def sweep(conversation_id: ConversationId | None = None) -> int:
     """End running turns whose lease ran out (their worker died) as ``interrupted``;
     queue again turns still queued after ``QUEUED_REQUEUE_S``, once per lease. Returns how many ended.
 

@@ -29,6 +29,7 @@ from ..ai.off_purpose import cut_marker, marker_nonce
 from ..attachments import pictures
 from ..core import events
 from ..core.conf import agent_settings
+from ..core.ids import TurnId
 from ..limits import caps
 from ..models import Confirmation, Lock, Message, Turn
 from ..tools import Refused, catalogue, checked_once, execute_as, parse_arguments, registry, visible_for
@@ -42,7 +43,7 @@ logger = logging.getLogger(__name__)
 Status = Turn.Status
 
 
-def run(turn_id: Any) -> None:
+def run(turn_id: TurnId) -> None:
     """Claim the turn (a second delivery finds it claimed), run it, and end it however it ends."""
     claimed = claim(turn_id)
     if claimed is None:
@@ -88,7 +89,7 @@ class Claimed:
     lapsed_cards: bool  # the chat has waiting cards past their time
 
 
-def claim(turn_id: Any) -> Claimed | None:
+def claim(turn_id: TurnId) -> Claimed | None:
     """``queued`` → ``running`` in one conditional UPDATE; None when someone has it."""
     try:
         pk = uuid.UUID(str(turn_id))

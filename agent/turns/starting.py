@@ -18,6 +18,7 @@ from ..conversations import authorize_conversation, validate_user_text
 from ..core import events
 from ..core.conf import agent_settings
 from ..core.errors import Blocked, BudgetExceeded, Busy, NotConfigured, TooManyTurns
+from ..core.ids import ConversationId
 from ..limits import caps
 from ..limits.admission import admit
 from ..models import Attachment, Conversation, Turn
@@ -36,7 +37,7 @@ class Branch(Protocol):
 
 def start(
     actor: Actor,
-    conversation_id: Any,
+    conversation_id: ConversationId,
     text: Any,
     *,
     attachment_ids: Iterable[Any] = (),
@@ -94,13 +95,13 @@ def start(
     return turn
 
 
-def stop(actor: Actor, conversation_id: Any, *, impersonated: bool) -> bool:
+def stop(actor: Actor, conversation_id: ConversationId, *, impersonated: bool) -> bool:
     """Ask the chat's live turn to stop; True when one was asked."""
     _scope, conversation = authorize_conversation(actor, conversation_id, impersonated=impersonated)
     live = Turn.objects.filter(conversation=conversation, status__in=Turn.LIVE).values_list("pk", flat=True)
     return any([monitor.request_stop(pk) for pk in live])
 
 
-def live_turn(conversation_id: Any) -> Turn | None:
+def live_turn(conversation_id: ConversationId) -> Turn | None:
     """The chat's queued or running turn, if any (the page shows its Stop button)."""
     return Turn.objects.filter(conversation_id=conversation_id, status__in=Turn.LIVE).first()

@@ -16,6 +16,7 @@ from typing import Any, Callable, Protocol
 from ..ai import off_purpose
 from ..core import events, pooled
 from ..core.conf import agent_settings
+from ..core.ids import ConversationId, MessageId, TurnId
 from .watcher import FULL_CHECK_EVERY_S, Watch, watcher
 
 CHECK_EVERY_S = 0.5
@@ -61,7 +62,7 @@ def follow(factory: Callable[[Any, Any], Follower | None]) -> None:
     _follow.append(factory)
 
 
-def followers(turn: Any, answer_id: Any) -> list[Follower]:
+def followers(turn: Any, answer_id: MessageId) -> list[Follower]:
     """The followers of one round of ``turn``, whose answer will be stored under ``answer_id``."""
     found = (factory(turn, answer_id) for factory in _follow)
     return [follower for follower in found if follower is not None]
@@ -80,8 +81,8 @@ class Draft:
 
     def __init__(
         self,
-        conversation_id: Any,
-        turn_id: Any,
+        conversation_id: ConversationId,
+        turn_id: TurnId,
         round_number: int,
         check: Callable[[], Any],
         followers: list[Follower] | None = None,

@@ -25,6 +25,7 @@ from ..access import Actor, Scope
 from ..conversations import authorize_conversation, parse_uuid, validate_user_text
 from ..core import events
 from ..core.errors import Busy, NotFound
+from ..core.ids import ConversationId, MessageId
 from ..models import Attachment, Conversation, Message, Turn
 from . import locks
 from .starting import start
@@ -32,8 +33,8 @@ from .starting import start
 
 def edit_message(
     actor: Actor,
-    conversation_id: Any,
-    message_id: Any,
+    conversation_id: ConversationId,
+    message_id: MessageId,
     text: Any,
     *,
     attachment_ids: Iterable[Any] | None = None,
@@ -51,7 +52,12 @@ def edit_message(
 
 
 def regenerate(
-    actor: Actor, conversation_id: Any, message_id: Any, *, impersonated: bool, language: str | None = None
+    actor: Actor,
+    conversation_id: ConversationId,
+    message_id: MessageId,
+    *,
+    impersonated: bool,
+    language: str | None = None,
 ) -> Turn:
     """Answer again the user's message that ``message_id`` (output of a turn, on the active line) answers.
 
@@ -63,7 +69,7 @@ def regenerate(
     )
 
 
-def switch_version(actor: Actor, conversation_id: Any, message_id: Any, *, impersonated: bool) -> bool:
+def switch_version(actor: Actor, conversation_id: ConversationId, message_id: MessageId, *, impersonated: bool) -> bool:
     """Make the version that holds ``message_id`` the active one, with the line it last showed below it.
 
     Refused (``Busy``) while a turn runs in the chat. True when the line changed.
@@ -88,7 +94,7 @@ def switch_version(actor: Actor, conversation_id: Any, message_id: Any, *, imper
 class _Edit:
     """A new version of a user's message: the line is cut before the original."""
 
-    def __init__(self, message_id: Any, text: Any, attachment_ids: Iterable[Any] | None) -> None:
+    def __init__(self, message_id: MessageId, text: Any, attachment_ids: Iterable[Any] | None) -> None:
         self.message_id = message_id
         self.text = text
         self.attachment_ids = attachment_ids
@@ -110,7 +116,7 @@ class _Edit:
 class _Regenerate:
     """Another answer to a user's message: the line is cut after it, the message stays."""
 
-    def __init__(self, message_id: Any) -> None:
+    def __init__(self, message_id: MessageId) -> None:
         self.message_id = message_id
 
     def prepare(self, scope: Scope, conversation: Conversation) -> tuple[str, list[Attachment]]:
@@ -134,14 +140,14 @@ class _Regenerate:
         events.line_changed(turn.conversation_id)
 
 
-def _own_message(conversation: Conversation, message_id: Any) -> Message:
+def _own_message(conversation: Conversation, message_id: MessageId) -> Message:
     try:
         return Message.objects.get(conversation=conversation, pk=parse_uuid(message_id))
     except Message.DoesNotExist:
         raise NotFound() from None
 
 
-def _on_line(conversation: Conversation, message_id: Any) -> Message:
+def _on_line(conversation: Conversation, message_id: MessageId) -> Message:
     message = _own_message(conversation, message_id)
     if not message.active:
         raise NotFound()
@@ -189,7 +195,7 @@ def asked_again(turn: Turn) -> tuple[Message, list[Attachment]]:
 # -- moving the line ----------------------------------------------------------------------
 
 
-def _leave_line_after(conversation_id: Any, branch_point: Any, from_seq: int) -> None:
+def _leave_line_after(conversation_id: uuid.UUID, branch_point: Any, from_seq: int) -> None:
     """The line's messages from ``from_seq`` on leave it; the line ends at ``branch_point`` (None:
     the chat starts anew), where the next message stored becomes a new version."""
     old_end = _lock_line(conversation_id)
@@ -200,7 +206,7 @@ def _leave_line_after(conversation_id: Any, branch_point: Any, from_seq: int) ->
     confirmations.cancel_off_line(conversation_id, old_end)
 
 
-def _lock_line(conversation_id: Any) -> Any:
+def _lock_line(conversation_id: ConversationId) -> Any:
     """Lock the chat's row before the line moves, and read where the line ends now.
 
     Every message is stored under that lock (it reads the line's end), so one stored while the
@@ -210,7 +216,7 @@ def _lock_line(conversation_id: Any) -> Any:
     return Conversation.objects.select_for_update().filter(pk=conversation_id).values_list("line_end", flat=True).get()
 
 
-def _deactivate(conversation_id: Any, from_seq: int) -> int:
+def _deactivate(conversation_id: ConversationId, from_seq: int) -> int:
     """One UPDATE: the active line's messages from ``from_seq`` on leave it, each remembering its
     child on the line."""
     quote = connection.ops.quote_name

@@ -21,6 +21,7 @@ from ..ai import AIError, endpoints, speech
 from ..conversations import authorize_conversation
 from ..core.conf import agent_settings
 from ..core.errors import BudgetExceeded, NotConfigured, SpeechFailed
+from ..core.ids import ConversationId
 from ..limits import caps, quotas
 from . import recordings
 
@@ -28,7 +29,7 @@ SLACK_S = 1.0
 """A recorder stopped at the limit may report a moment more."""
 
 
-def transcribe(actor: Actor, conversation_id: Any, audio: Any, *, impersonated: bool) -> str:
+def transcribe(actor: Actor, conversation_id: ConversationId, audio: Any, *, impersonated: bool) -> str:
     """The words of ``audio`` (bytes, or a file such as the page's ``rec.webm``) recorded for this chat.
 
     Over ``MAX_VOICE_BYTES`` or ``MAX_VOICE_S``, or empty: ``ValidationError``; not audio, or audio

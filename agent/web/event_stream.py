@@ -30,6 +30,7 @@ from ..access import SessionRef, is_impersonated
 from ..core import events
 from ..core.conf import agent_settings
 from ..core.errors import Refusal, SessionGone, TooManyStreams
+from ..core.ids import ConversationId
 from ..live import stream_slots
 from .feed import FELL_BEHIND, Feed, catch_up
 from .http import invalid_response, page_language, refusal_response
@@ -68,7 +69,7 @@ async def stream(request: HttpRequest) -> HttpResponseBase:
     return response
 
 
-def _open(request: HttpRequest, conversation_id: Any, after: Any, channel: str) -> dict[str, Any]:
+def _open(request: HttpRequest, conversation_id: ConversationId, after: Any, channel: str) -> dict[str, Any]:
     """Join the chat's group through its checked door and read what the page lacks; refusals raise.
 
     Everything this request reads from the database is read here, in one

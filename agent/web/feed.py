@@ -35,6 +35,7 @@ from ..access import Scope, SessionRef, language_for
 from ..core import events
 from ..core.conf import agent_settings
 from ..core.errors import NotFound, Refusal, SessionGone, error_body, refusal_named
+from ..core.ids import ConversationId
 from .rendering import draft_html, page_view
 from .shared_reads import CLOCK, SCOPE_FRESH_S, SharedReads, run_detached, same_draft
 
@@ -60,7 +61,7 @@ class Carrier(Protocol):
 
 
 def catch_up(
-    actor: SessionRef, conversation_id: Any, after: Any, channel: str, *, impersonated: bool, language: str
+    actor: SessionRef, conversation_id: ConversationId, after: Any, channel: str, *, impersonated: bool, language: str
 ) -> tuple[str, list[dict[str, Any]], int | None]:
     """Join a chat's group through its checked door and read what the tab lacks; refusals raise.
 

@@ -162,6 +162,12 @@ def page_language(request: HttpRequest) -> str:
     return language_for(own, get_language())
 
 
+def body_id(body: dict[str, Any], key: str) -> str:
+    """The id the client sent as ``key``, as text; "" when it sent none or not text (the door finds no such row)."""
+    value = body.get(key)
+    return value if isinstance(value, str) else ""
+
+
 def read_body(request: HttpRequest) -> dict[str, Any]:
     """The request's fields: a JSON object, or a form's fields."""
     if request.content_type == "application/json":

@@ -27,7 +27,7 @@ from ..models import Confirmation, UserSettings
 from ..telegram import bot
 from ..user_settings import choice_view
 from .consumers import CLOSE_CODES, WEBSOCKET_PATH
-from .http import api, page_language, read_body, strict_policy, unavailable
+from .http import api, body_id, page_language, read_body, strict_policy, unavailable
 from .rendering import page_view
 
 PLACEHOLDER_ID = "00000000-0000-0000-0000-000000000000"
@@ -41,7 +41,7 @@ check names its own codes, which the page cannot know ahead)."""
 @strict_policy
 @login_required
 @require_GET
-def chat(request: HttpRequest, conversation_id: Any = None) -> HttpResponse:
+def chat(request: HttpRequest, conversation_id: str | None = None) -> HttpResponse:
     """The chat page; its data comes over the API and the websocket, never inline."""
     try:
         scope = authorize_session(SessionRef.from_request(request), impersonated=is_impersonated(request))
@@ -299,7 +299,7 @@ def turn_edit(request: HttpRequest, actor: SessionRef, impersonated: bool, conve
     turn = turns.edit_message(
         actor,
         conversation_id,
-        body.get("message"),
+        body_id(body, "message"),
         body.get("text"),
         attachment_ids=body.get("attachment_ids"),
         impersonated=impersonated,
@@ -315,7 +315,11 @@ def turn_regenerate(
 ) -> dict[str, Any]:
     """Another answer to the user's message that ``message`` answers."""
     turn = turns.regenerate(
-        actor, conversation_id, read_body(request).get("message"), impersonated=impersonated, language=get_language()
+        actor,
+        conversation_id,
+        body_id(read_body(request), "message"),
+        impersonated=impersonated,
+        language=get_language(),
     )
     return {"turn": {"id": str(turn.pk), "status": turn.status}}
 
@@ -324,7 +328,9 @@ def turn_regenerate(
 @api
 def version_switch(request: HttpRequest, actor: SessionRef, impersonated: bool, conversation_id: str) -> dict[str, Any]:
     """Show the version that holds ``message``."""
-    changed = turns.switch_version(actor, conversation_id, read_body(request).get("message"), impersonated=impersonated)
+    changed = turns.switch_version(
+        actor, conversation_id, body_id(read_body(request), "message"), impersonated=impersonated
+    )
     return {"changed": changed}
 
 
