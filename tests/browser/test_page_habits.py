@@ -183,3 +183,36 @@ def test_the_page_follows_the_system_s_dark_colours(tab, user):
     tab.emulate_media(color_scheme="light")
     background = tab.evaluate("getComputedStyle(document.querySelector('.composer')).backgroundColor")
     assert background == "rgb(255, 255, 255)"
+
+
+def test_a_read_of_the_chat_that_left_before_its_title_was_stored_does_not_undo_the_title(
+    tab, user, endpoint, model_server
+):
+    # given a chat with no title yet, open, whose first read of its details the network holds back
+    model_server.push(answer("Read it."))
+    chat = ConversationFactory(user=user, title="")
+    held: list[tuple[Any, Any]] = []
+
+    def hold_the_first(route: Any) -> None:
+        if held:
+            route.continue_()
+        else:
+            held.append((route, route.fetch()))
+
+    tab.route(re.compile(rf"/api/conversations/{chat.pk}/$"), hold_the_first)
+    with tab.expect_request(re.compile(rf"/api/conversations/{chat.pk}/$")):
+        sign_in(tab, user, f"/assistant/c/{chat.pk}/")
+
+    # when its first message gives it a title, read by a later read, and then the first read comes in
+    send(tab, "read this")
+    expect(tab.locator(".msg-assistant .bubble")).to_have_text("Read it.")
+    expect(tab.locator("#chat-list .chat-link")).to_have_text(["read this"])
+    assert held, "the chat's first read was held"
+    route, response = held[0]
+    with tab.expect_event("requestfinished", lambda request: request.url == route.request.url):
+        route.fulfill(response=response)
+    tab.evaluate("() => new Promise((done) => setTimeout(done, 200))")  # the page handles the answer
+
+    # then the chat keeps the title its later read brought
+    expect(tab.locator("#chat-list .chat-link")).to_have_text(["read this"])
+    expect(tab.locator("#chat-title")).to_have_text("read this")

@@ -282,11 +282,14 @@ export async function subscribe(chat) {
   await refreshDetail();
 }
 
+let detailReads = 0; // the chat's reads started: only the one that left last is shown
+
 export async function refreshDetail() {
   const chat = state.current;
   if (!chat || state.signedOut) {
     return;
   }
+  const read = ++detailReads;
   const version = state.turnVersion;
   const box = state.outboxes.get(chat);
   const boxTurn = box ? box.turn : null; // only a turn known before the read can be missing from it
@@ -299,8 +302,8 @@ export async function refreshDetail() {
     }
     return;
   }
-  if (chat !== state.current) {
-    return;
+  if (chat !== state.current || read !== detailReads) {
+    return; // another chat is open, or a later read (which knows more) is on its way
   }
   const known = state.chats.get(chat);
   state.chats.set(chat, data.conversation);
