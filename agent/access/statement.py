@@ -44,12 +44,18 @@ def sessions_in_sql() -> bool:
     return session_kind() == SQL_SESSION
 
 
+NO_COLUMNS = Columns("agent.check", dict)
+"""The caller of a plain check adds no columns of its own."""
+
+
 def statement_for(kind: str, checked: tuple[str, ...], annotations: Columns | dict[str, Any] | None) -> Statement:
     """The statement for this kind of actor with the caller's ``annotations``: compiled once per
-    thread for a ``Columns``, else built for this call."""
+    thread for a ``Columns`` or none, else built for this call."""
+    if annotations is None:
+        annotations = NO_COLUMNS
     if isinstance(annotations, Columns):
         return _compiled(kind, checked, annotations)
-    return Statement(_checks_queryset(kind, checked, annotations or {}), annotations or {})
+    return Statement(_checks_queryset(kind, checked, annotations), annotations)
 
 
 def _compiled(kind: str, checked: tuple[str, ...], columns: Columns) -> Statement:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.conf import agent_settings
-from ..models import AgentSettings, Endpoint, UserSettings
+from ..models import UNREAD, AgentSettings, Endpoint, UserSettings
 
 PERSONAL, DEFAULT, FALLBACK = "personal", "default", "fallback"
 DISABLED, NOT_ALLOWED, GONE = "disabled", "not_allowed", "gone"
@@ -34,17 +34,16 @@ def key_env_allowed(name: str) -> bool:
     return bool(prefix) and isinstance(prefix, str) and name.startswith(prefix) and len(name) > len(prefix)
 
 
-UNREAD: Any = object()
-"""What a caller that has not read the user's settings row passes (the default): it is read here."""
-
-
-def effective(user: Any, *, pictures: bool = False, user_settings: Any = UNREAD) -> Choice:
+def effective(
+    user: Any, *, pictures: bool = False, user_settings: Any = UNREAD, site: AgentSettings | None = None
+) -> Choice:
     """The endpoint a turn of ``user`` uses now; with ``pictures``, the one for a turn with pictures.
 
-    ``user_settings`` saves a query when the caller already read the user's row (None: there is none).
+    ``user_settings`` and ``site`` save a query each when the caller already read the user's row
+    (None: there is none) or the site's.
     """
     own = _own_settings(user) if user_settings is UNREAD else user_settings
-    site = AgentSettings.current()
+    site = site or AgentSettings.current()
     if pictures:
         return _pictures(own, site)
     return _choose(own, "endpoint", site, site.default_endpoint)

@@ -12,16 +12,17 @@ from django.utils import timezone
 
 from ..core.conf import agent_settings
 from ..core.errors import Blocked, BudgetExceeded
-from ..models import OffPurposeFlag, Turn
+from ..models import UNREAD, AgentSettings, OffPurposeFlag, Turn
 from . import costs
 
 
-def admit(user: Any, task: str) -> str:
-    """An admission id for a new turn, or ``BudgetExceeded`` / ``Blocked``."""
+def admit(user: Any, task: str, *, site: AgentSettings | None = None, user_settings: Any = UNREAD) -> str:
+    """An admission id for a new turn, or ``BudgetExceeded`` / ``Blocked``. ``site`` and
+    ``user_settings``: rows the caller already read, as ``costs.caps_for`` takes them."""
     since = timezone.now() - costs.WINDOW
     if OffPurposeFlag.objects.filter(user=user, created_at__gte=since).count() >= agent_settings.OFF_PURPOSE_LIMIT:
         raise Blocked()
-    caps = costs.caps_for(user)
+    caps = costs.caps_for(user, site=site, user_settings=user_settings)
     if (
         caps["turns_per_user"]
         and Turn.objects.filter(user=user, created_at__gte=since).count() >= caps["turns_per_user"]

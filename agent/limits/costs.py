@@ -17,7 +17,7 @@ from django.utils import timezone
 from ..core.conf import agent_settings
 from ..core.errors import BudgetExceeded
 from ..core.statements import slot
-from ..models import AgentSettings, AIRequest, UserSettings
+from ..models import UNREAD, AgentSettings, AIRequest, UserSettings
 
 WINDOW = timedelta(hours=24)
 
@@ -105,10 +105,13 @@ def verdict(row: dict[str, Any]) -> Verdict:
     return Verdict()
 
 
-def caps_for(user: Any) -> dict[str, Any]:
-    """The user's caps for the window: their own settings first, then the site's, then ``AGENT``'s."""
-    site = AgentSettings.current()
-    own = UserSettings.objects.filter(user=user).first()
+def caps_for(user: Any, *, site: AgentSettings | None = None, user_settings: Any = UNREAD) -> dict[str, Any]:
+    """The user's caps for the window: their own settings first, then the site's, then ``AGENT``'s.
+
+    ``site`` and ``user_settings`` save a query each when the caller already read the rows (None
+    for ``user_settings``: the user has none)."""
+    site = site or AgentSettings.current()
+    own = UserSettings.objects.filter(user=user).first() if user_settings is UNREAD else user_settings
 
     def pick(user_value: Any, site_value: Any, default: Any) -> Any:
         for value in (user_value, site_value):

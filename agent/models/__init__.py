@@ -6,7 +6,7 @@ from .confirmations import Confirmation
 from .conversations import Conversation, Message
 from .mcp import McpCall, McpToken
 from .quotas import QuotaUse
-from .settings import AgentSettings, UserSettings
+from .settings import UNREAD, AgentSettings, UserSettings
 from .telegram import (
     TelegramBot,
     TelegramButtons,
@@ -19,6 +19,7 @@ from .telegram import (
 from .turns import Lock, Turn
 
 __all__ = [
+    "UNREAD",
     "AIRequest",
     "AgentSettings",
     "Attachment",

@@ -1,9 +1,13 @@
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.utils.translation import gettext_lazy as _
+
+UNREAD: Any = object()
+"""What a caller that has not read the user's settings row passes for it (the default): the callee reads it."""
 
 
 class AgentSettings(models.Model):

@@ -21,7 +21,7 @@ from ..core.errors import Blocked, BudgetExceeded, Busy, NotConfigured, TooManyT
 from ..core.ids import ConversationId
 from ..limits import caps
 from ..limits.admission import admit
-from ..models import Attachment, Conversation, Turn
+from ..models import AgentSettings, Attachment, Conversation, Turn
 from . import locks, monitor
 
 
@@ -56,13 +56,15 @@ def start(
         files = attachments.for_turn(scope, conversation, attachment_ids)
     else:
         text, files = branch.prepare(scope, conversation)
-    choice = effective(scope.user, pictures=any(f.is_picture for f in files), user_settings=scope.user_settings)
+    site = AgentSettings.current()
+    pictures = any(f.is_picture for f in files)
+    choice = effective(scope.user, pictures=pictures, user_settings=scope.user_settings, site=site)
     endpoint = choice.endpoint
     if endpoint is None or not endpoint.enabled:
         raise NotConfigured()
     monitor.sweep(conversation.pk)
     try:
-        admission = admit(scope.user, "agent.chat")
+        admission = admit(scope.user, "agent.chat", site=site, user_settings=scope.user_settings)
     except (BudgetExceeded, Blocked) as refusal:
         raise caps.explained(refusal, scope.user) from None  # which limit, how much, when it frees up
     turn_id = uuid.uuid4()

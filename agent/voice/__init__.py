@@ -23,6 +23,7 @@ from ..core.conf import agent_settings
 from ..core.errors import BudgetExceeded, NotConfigured, SpeechFailed
 from ..core.ids import ConversationId
 from ..limits import caps, quotas
+from ..models import UNREAD
 from . import recordings
 
 SLACK_S = 1.0
@@ -72,7 +73,7 @@ def transcribe(actor: Actor, conversation_id: ConversationId, audio: Any, *, imp
     return transcript.text
 
 
-def available(user: Any, user_settings: Any = endpoints.UNREAD) -> bool:
+def available(user: Any, user_settings: Any = UNREAD) -> bool:
     """Whether ``user`` has a speech endpoint now: the page offers its microphone only then."""
     return endpoints.speech(user, user_settings=user_settings).endpoint is not None
 

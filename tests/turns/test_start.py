@@ -10,6 +10,8 @@ from typing import Any, Callable
 import pytest
 from celery.signals import before_task_publish
 from django.core.exceptions import ValidationError
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone, translation
 
 from agent import turns
@@ -269,6 +271,18 @@ def test_the_turn_row_is_queued_with_deadline_language_and_session_key(
     )
     assert turn.admission
     assert messages_of(chat) == []  # the user's message is the task's to store
+
+
+def test_a_start_reads_the_site_settings_once_and_the_users_in_the_check_itself(
+    ref: SessionRef, user: Any, chat: Any, endpoint: Endpoint
+) -> None:
+    UserSettingsFactory(user=user, daily_turns_cap=50)  # a cap of their own, so admission reads their row
+    with CaptureQueriesContext(connection) as queries:
+        turns.start(ref, chat.pk, "hello", impersonated=False)
+    reads = [q["sql"].split(".", 1)[0] for q in queries if q["sql"].startswith('SELECT "')]  # each one's own table
+    assert reads.count('SELECT "agent_agentsettings"') == 1
+    assert 'SELECT "agent_usersettings"' not in reads  # read with the session in the check's one statement
+    assert len(queries) <= 11
 
 
 def test_the_users_own_language_wins_over_the_requests(ref: SessionRef, user: Any, chat: Any, endpoint: Any) -> None:
