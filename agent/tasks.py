@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Task, shared_task
+from celery.signals import worker_process_shutdown
 
+from .core import events
 from .core.conf import agent_settings
 
 
@@ -23,6 +25,12 @@ class AgentTask(Task):
     def apply_async(self, args: Any = None, kwargs: Any = None, **options: Any) -> Any:
         options.setdefault("queue", agent_settings.TASK_QUEUE)
         return super().apply_async(args, kwargs, **options)
+
+
+@worker_process_shutdown.connect
+def send_what_is_left(**_kwargs: Any) -> None:
+    """A worker's pool process may end without the interpreter's exit hooks: its last turns' events go out first."""
+    events.flush()
 
 
 @shared_task(base=AgentTask, name="agent.run_turn", ignore_result=True, acks_late=False, max_retries=0)

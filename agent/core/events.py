@@ -11,6 +11,7 @@ way of leaving them.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import collections
 import concurrent.futures
 import hashlib
@@ -196,8 +197,41 @@ def _send_rollback_unsafe(group: str, event: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    future = asyncio.run_coroutine_threadsafe(_send(layer, group, event), _event_loop())
+    loop = _event_loop()
+    future = asyncio.run_coroutine_threadsafe(_send(layer, group, event), loop)
+    _in_flight[future] = loop
+    future.add_done_callback(lambda done: _in_flight.pop(done, None))
     future.add_done_callback(lambda done: _log_failure(done, event["type"]))
+
+
+_in_flight: dict[concurrent.futures.Future[Any], asyncio.AbstractEventLoop] = {}
+"""Sends handed over and not yet done, with the loop each runs on."""
+
+
+def flush(timeout: float = 5.0) -> bool:
+    """Wait until every event this process has handed over so far is sent, or given up on; True
+    when none is left within ``timeout`` seconds.
+
+    Sends are not waited for where they are made. A process about to exit waits here, since its
+    sending thread dies with it (a worker shutting down, and any process at exit); so does a caller
+    that must know an event has reached the layer before it goes on.
+    """
+    handed = list(_in_flight.items())
+    if any(loop is _running_loop() for _future, loop in handed):
+        raise RuntimeError("flush() would wait on the loop that sends: call it from another thread")
+    pending = [future for future, loop in handed if loop.is_running()]  # a stopped loop sends nothing more
+    _done, left = concurrent.futures.wait(pending, timeout=timeout)
+    return not left and len(pending) == len(handed)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+atexit.register(flush)  # the sending thread is a daemon: what it still holds goes out before the process ends
 
 
 _in_order: dict[tuple[asyncio.AbstractEventLoop, str], tuple[asyncio.Lock, int]] = {}

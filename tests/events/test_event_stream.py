@@ -7,12 +7,12 @@ else once the session is over, and no group or channel left behind.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any, Callable
 
 import pytest
 import redis
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings as django_settings
@@ -203,7 +203,7 @@ async def test_a_missing_message_event_tells_the_page_to_resync(
     (channel,) = store.zrange(group, 0, -1)
     store.zrem(group, channel)
     await database_sync_to_async(append)(chat, "lost on the way")
-    await asyncio.sleep(0.2)
+    assert await sync_to_async(events.flush)()  # its event went to the group while the stream was out of it
     store.zadd(group, {channel: time.time()})
     store.close()
     # when
@@ -281,5 +281,5 @@ async def test_a_client_that_goes_away_leaves_every_group_and_its_channel(make_u
     # then: no group holds the channel, and an event sent after leaves nothing buffered in the process
     assert all(channel not in members(group) for group in [*groups, events.SITE_GROUP])
     await database_sync_to_async(append)(chat, "after it left")
-    await asyncio.sleep(0.3)
+    assert await sync_to_async(events.flush)()
     assert channel.decode() not in get_channel_layer().receive_buffer
