@@ -44,26 +44,26 @@ def confirm(actor: Actor, confirmation_id: ConfirmationId, *, impersonated: bool
     permission held now); invalid ones raise ``ValidationError`` by field and the card waits on.
     """
     scope = authorize_session(actor, impersonated=impersonated)
-    card = _owned_waiting(scope, confirmation_id)
-    tool = registry.get(card.tool_name)
+    confirmation = _owned_waiting(scope, confirmation_id)
+    tool = registry.get(confirmation.tool_name)
     if tool is None or not may_write(scope, tool):
-        return _settle(card, Status.FAILED, "not_permitted")
-    ctx = ToolContext(scope.user, scope, card.conversation, card.turn_id, scope.language)
-    changed = _changed_fields(card, edits)
-    arguments = {**card.arguments, **changed}
+        return _settle(confirmation, Status.FAILED, "not_permitted")
+    ctx = ToolContext(scope.user, scope, confirmation.conversation, confirmation.turn_id, scope.language)
+    changed = _changed_fields(confirmation, edits)
+    arguments = {**confirmation.arguments, **changed}
     if changed:
         try:
             _validate_edited(tool, ctx, arguments)
         except Refused:  # the site's own check refuses the user now: a permission lost since the preview
-            return _settle(card, Status.FAILED, "not_permitted")
-    return _apply(card, tool, ctx, arguments, changed)
+            return _settle(confirmation, Status.FAILED, "not_permitted")
+    return _apply(confirmation, tool, ctx, arguments, changed)
 
 
 def cancel(actor: Actor, confirmation_id: ConfirmationId, *, impersonated: bool) -> Confirmation:
     """Drop the card's change."""
     scope = authorize_session(actor, impersonated=impersonated)
-    card = _owned_waiting(scope, confirmation_id)
-    return _settle(card, Status.CANCELLED, "")
+    confirmation = _owned_waiting(scope, confirmation_id)
+    return _settle(confirmation, Status.CANCELLED, "")
 
 
 def settle_lapsed(conversation: Conversation | Any) -> int:
@@ -73,9 +73,9 @@ def settle_lapsed(conversation: Conversation | Any) -> int:
         conversation_id=conversation_id, status=Status.WAITING, expires_at__lte=timezone.now()
     )
     settled = 0
-    for card in lapsed:
+    for confirmation in lapsed:
         try:
-            _settle(card, Status.EXPIRED, "")
+            _settle(confirmation, Status.EXPIRED, "")
             settled += 1
         except NotWaiting:
             pass
@@ -100,13 +100,13 @@ def cancel_off_line(conversation_id: UUID, old_end: Any) -> int:
     )
     below = old_end
     cancelled = 0
-    for card in waiting:
-        if Confirmation.objects.filter(pk=card.pk, status=Status.WAITING).update(
+    for confirmation in waiting:
+        if Confirmation.objects.filter(pk=confirmation.pk, status=Status.WAITING).update(
             status=Status.CANCELLED, decided_at=timezone.now(), outcome="left_line"
         ):
-            params = {"tool": card.tool_name}
+            params = {"tool": confirmation.tool_name}
             below = notices.write_off_line(
-                conversation_id, below, "confirmation_left_line", params, confirmation=card
+                conversation_id, below, "confirmation_left_line", params, confirmation=confirmation
             ).pk
             cancelled += 1
     return cancelled
@@ -132,7 +132,7 @@ def propose(tool: Tool, ctx: ToolContext, args: dict[str, Any], *, call_id: str,
     except Exception as error:
         logger.exception("agent tool %s: preview failed", tool.name)
         return ToolResult("error", {"error": type(error).__name__})
-    card = create_card(
+    confirmation = create_confirmation(
         ctx.user,
         ctx.conversation,
         turn,
@@ -143,7 +143,9 @@ def propose(tool: Tool, ctx: ToolContext, args: dict[str, Any], *, call_id: str,
         fingerprint=fingerprint,
     )
     return ToolResult(
-        "needs_confirmation", {"status": "confirmation_required", "confirmation_id": str(card.pk)}, confirmation=card
+        "needs_confirmation",
+        {"status": "confirmation_required", "confirmation_id": str(confirmation.pk)},
+        confirmation=confirmation,
     )
 
 
@@ -168,7 +170,7 @@ def _current_fingerprint(tool: Tool, ctx: ToolContext, args: dict[str, Any]) -> 
         return compute_fingerprint(tool, ctx, args)
 
 
-def create_card(
+def create_confirmation(
     user: Any,
     chat: Conversation,
     turn: Any,
@@ -225,13 +227,13 @@ def editable_fields(preview: Any) -> dict[str, dict[str, Any]]:
 NOT_EDITABLE = gettext_lazy("This field cannot be changed on this card.")
 
 
-def _changed_fields(card: Confirmation, edits: Any) -> dict[str, Any]:
+def _changed_fields(confirmation: Confirmation, edits: Any) -> dict[str, Any]:
     """The user's edits that change something; any key the card does not offer refuses them all."""
     if edits is None:
         return {}
     if not isinstance(edits, dict):
         raise ValidationError({"__all__": [_("The edits must map fields to values.")]})
-    offered = editable_fields(card.preview)
+    offered = editable_fields(confirmation.preview)
     refused = sorted(key for key in edits if key not in offered)
     if refused:
         raise ValidationError({key: [str(NOT_EDITABLE)] for key in refused})
@@ -312,24 +314,24 @@ def _check_type(kind: Any, value: Any) -> None:
 
 def _owned_waiting(scope: Scope, confirmation_id: ConfirmationId) -> Confirmation:
     pk = parse_uuid(confirmation_id)
-    card = (
+    confirmation = (
         Confirmation.objects.select_related("conversation", "turn")
         .filter(pk=pk, user_id=scope.user_id)
         .exclude(conversation__status=Conversation.Status.DELETED)
         .first()
     )
-    if card is None:
+    if confirmation is None:
         raise NotFound()
-    if card.status != Status.WAITING:
-        raise NotWaiting(status=card.status)
-    if card.expires_at <= timezone.now():
-        _settle(card, Status.EXPIRED, "")
+    if confirmation.status != Status.WAITING:
+        raise NotWaiting(status=confirmation.status)
+    if confirmation.expires_at <= timezone.now():
+        _settle(confirmation, Status.EXPIRED, "")
         raise Expired()
-    return card
+    return confirmation
 
 
 def _apply(
-    card: Confirmation, tool: Any, ctx: ToolContext, arguments: dict[str, Any], edits: dict[str, Any]
+    confirmation: Confirmation, tool: Any, ctx: ToolContext, arguments: dict[str, Any], edits: dict[str, Any]
 ) -> Confirmation:
     """Claim the card, check the data and run the write in one transaction.
 
@@ -337,22 +339,24 @@ def _apply(
     """
     with transaction.atomic():
         now = timezone.now()
-        if not Confirmation.objects.filter(pk=card.pk, status=Status.WAITING).update(
+        if not Confirmation.objects.filter(pk=confirmation.pk, status=Status.WAITING).update(
             status=Status.DONE, decided_at=now, edits=edits or None
         ):
             raise NotWaiting()
-        card.edits = edits or None
-        status, outcome, card.result = _run_write(card, tool, ctx, arguments)
+        confirmation.edits = edits or None
+        status, outcome, confirmation.result = _run_write(confirmation, tool, ctx, arguments)
         if status != Status.DONE:
-            Confirmation.objects.filter(pk=card.pk).update(status=status, outcome=outcome)
-        elif card.result:
-            Confirmation.objects.filter(pk=card.pk).update(result=card.result)
-        _outcome_notice(card, status)
-    card.status, card.decided_at, card.outcome = status, now, outcome
-    return card
+            Confirmation.objects.filter(pk=confirmation.pk).update(status=status, outcome=outcome)
+        elif confirmation.result:
+            Confirmation.objects.filter(pk=confirmation.pk).update(result=confirmation.result)
+        _outcome_notice(confirmation, status)
+    confirmation.status, confirmation.decided_at, confirmation.outcome = status, now, outcome
+    return confirmation
 
 
-def _run_write(card: Confirmation, tool: Any, ctx: ToolContext, arguments: dict[str, Any]) -> tuple[str, str, str]:
+def _run_write(
+    confirmation: Confirmation, tool: Any, ctx: ToolContext, arguments: dict[str, Any]
+) -> tuple[str, str, str]:
     """The write, unless the data changed since the preview; its status, outcome text and what
     it returned, as the model is told it.
 
@@ -361,13 +365,13 @@ def _run_write(card: Confirmation, tool: Any, ctx: ToolContext, arguments: dict[
     """
     try:
         with transaction.atomic():
-            if _current_fingerprint(tool, ctx, card.arguments) != card.fingerprint:
+            if _current_fingerprint(tool, ctx, confirmation.arguments) != confirmation.fingerprint:
                 return Status.STALE, "data_changed", ""
             returned = tool.func(ctx, **arguments)
     except Refused as refused:  # the site's own checks, run again at the click
         return Status.FAILED, refused.outcome, ""
     except Exception as error:
-        logger.exception("agent card %s: %s failed", card.pk, card.tool_name)
+        logger.exception("agent card %s: %s failed", confirmation.pk, confirmation.tool_name)
         return Status.FAILED, type(error).__name__, ""
     return Status.DONE, "", _as_told(returned) if tool.tell_result else ""
 
@@ -380,25 +384,25 @@ def _as_told(returned: Any) -> str:
     return text[: agent_settings.TOOL_RESULT_CHARS]
 
 
-def _settle(card: Confirmation, status: str, outcome: str) -> Confirmation:
+def _settle(confirmation: Confirmation, status: str, outcome: str) -> Confirmation:
     """End a waiting card without running it; a card already decided is ``NotWaiting``."""
     with transaction.atomic():
         now = timezone.now()
-        updated = Confirmation.objects.filter(pk=card.pk, status=Status.WAITING).update(
+        updated = Confirmation.objects.filter(pk=confirmation.pk, status=Status.WAITING).update(
             status=status, decided_at=now, outcome=outcome
         )
         if not updated:
             raise NotWaiting()
-        _outcome_notice(card, status)
-    card.status, card.decided_at, card.outcome = status, now, outcome
-    return card
+        _outcome_notice(confirmation, status)
+    confirmation.status, confirmation.decided_at, confirmation.outcome = status, now, outcome
+    return confirmation
 
 
-def _outcome_notice(card: Confirmation, status: str) -> None:
+def _outcome_notice(confirmation: Confirmation, status: str) -> None:
     # a deleted chat gets no notice: the card's outcome stays on the card
-    params: dict[str, Any] = {"tool": card.tool_name}
-    if card.edits:
+    params: dict[str, Any] = {"tool": confirmation.tool_name}
+    if confirmation.edits:
         params["edited"] = True
-    if card.result:
+    if confirmation.result:
         params["returned"] = True  # what the write returned is on the card, for the model's next turn
-    notices.write_unless_gone(card.conversation_id, f"confirmation_{status}", params, confirmation=card)
+    notices.write_unless_gone(confirmation.conversation_id, f"confirmation_{status}", params, confirmation=confirmation)

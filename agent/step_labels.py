@@ -20,7 +20,7 @@ def tool_title(name: Any) -> str:
     return tool.display_title() if tool is not None else str(name or "?")
 
 
-def card_fields(name: Any, preview: Any) -> list[dict[str, str]]:
+def confirmation_fields(name: Any, preview: Any) -> list[dict[str, str]]:
     """A card's preview as labelled rows, empty values left out.
 
     With declared labels, only the labelled keys show, in the labels' order, so an

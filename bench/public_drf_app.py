@@ -188,8 +188,8 @@ def compare(User: Any, views: Any) -> None:
     if answer.outcome != "needs_confirmation":
         print(f"action_send: {answer.outcome} {answer.result}")
     else:
-        card = confirmations.confirm(ref, answer.confirmation.pk, impersonated=False)
-        print(f"action_send card: {card.status}; actions made by the tool: {Action.objects.count() - before}")
+        confirmation = confirmations.confirm(ref, answer.confirmation.pk, impersonated=False)
+        print(f"action_send card: {confirmation.status}; actions made by the tool: {Action.objects.count() - before}")
     response = client.post("/api/activity/actions/send/", json.dumps(sent), content_type="application/json", **headers)
     print(f"action_send over HTTP: {response.status_code}; actions now {Action.objects.count() - before} more")
     offered = sorted(tool.name for tool in tools if registry.get(tool.name) is not None)

@@ -191,7 +191,7 @@ def test_the_endpoint_test_call_names_a_server_that_refuses_to_stream_but_answer
 def test_a_cards_page_never_shows_its_arguments_or_preview(staff, chat):
     from agent.models import Confirmation
 
-    card = Confirmation.objects.create(
+    confirmation = Confirmation.objects.create(
         user=chat.user,
         conversation=chat,
         tool_name="notes_create",
@@ -203,7 +203,7 @@ def test_a_cards_page_never_shows_its_arguments_or_preview(staff, chat):
     )
     for url in (
         reverse("admin:agent_confirmation_changelist"),
-        reverse("admin:agent_confirmation_change", args=[card.pk]),
+        reverse("admin:agent_confirmation_change", args=[confirmation.pk]),
     ):
         page = staff.get(url).content.decode()
         assert "ARGUMENT-4242" not in page and "PREVIEW-4242" not in page and "FP-4242" not in page

@@ -132,9 +132,9 @@ def test_the_demo_serves_the_chat_page_and_makes_a_note_once_its_card_is_confirm
         _wait_for_the_turn(visitor, chat)
         status, _turn = visitor.api(f"/assistant/api/conversations/{chat}/send/", {"text": "create a note: Buy milk"})
         assert status == 200
-        card = wait_until(lambda: _waiting_card(visitor, chat), 60, "the offline model's card")
+        confirmation = wait_until(lambda: _waiting_confirmation(visitor, chat), 60, "the offline model's card")
         # then the note is made only after Confirm, and the model finds it afterwards
-        status, decided = visitor.api(f"/assistant/api/confirmations/{card['id']}/confirm/", {})
+        status, decided = visitor.api(f"/assistant/api/confirmations/{confirmation['id']}/confirm/", {})
         assert (status, decided["confirmation"]["status"]) == (200, "done")
         _wait_for_the_turn(visitor, chat)
         visitor.api(f"/assistant/api/conversations/{chat}/send/", {"text": "find notes about milk"})
@@ -149,15 +149,15 @@ def test_the_demo_renames_a_note_on_a_card_the_user_corrects_before_confirming(t
         visitor.login("/accounts/login/?next=/assistant/", "demo", "demo")
         chat = visitor.api("/assistant/api/conversations/new/", {})[1]["conversation"]["id"]
         visitor.api(f"/assistant/api/conversations/{chat}/send/", {"text": "create a note: Buy milk"})
-        made = wait_until(lambda: _waiting_card(visitor, chat), 60, "the card of the new note")
+        made = wait_until(lambda: _waiting_confirmation(visitor, chat), 60, "the card of the new note")
         assert visitor.api(f"/assistant/api/confirmations/{made['id']}/confirm/", {})[0] == 200
         _wait_for_the_turn(visitor, chat)
         notes_before = _note_titles(tmp_path)
         # when: the user asks the offline model to rename it
         visitor.api(f"/assistant/api/conversations/{chat}/send/", {"text": "rename my note about milk to oat milk"})
-        card = wait_until(lambda: _waiting_card(visitor, chat), 60, "the rename's card")
+        confirmation = wait_until(lambda: _waiting_confirmation(visitor, chat), 60, "the rename's card")
         # then: the card shows the old title beside the new one, the title editable
-        rows = {row["name"]: row for row in card["preview"]["fields"]}
+        rows = {row["name"]: row for row in confirmation["preview"]["fields"]}
         assert rows["title"] == {
             "name": "title",
             "label": "Title",
@@ -167,7 +167,7 @@ def test_the_demo_renames_a_note_on_a_card_the_user_corrects_before_confirming(t
             "type": "text",
         }
         assert not rows["pk"]["editable"] and rows["pk"]["value"] == "Buy milk"
-        confirm = f"/assistant/api/confirmations/{card['id']}/confirm/"
+        confirm = f"/assistant/api/confirmations/{confirmation['id']}/confirm/"
         # when: the user's edit is too long, it is refused beside the field and the card waits on
         status, answered = visitor.api(confirm, {"edits": {"title": "x" * 201}})
         assert (status, answered["confirmation"]["status"], answered["refused"]["fields"]) == (
@@ -175,10 +175,12 @@ def test_the_demo_renames_a_note_on_a_card_the_user_corrects_before_confirming(t
             "waiting",
             {"title": ["Ensure this value has at most 200 characters (it has 201)."]},
         )
-        assert _waiting_card(visitor, chat)["id"] == card["id"] and _note_titles(tmp_path) == notes_before
+        assert (
+            _waiting_confirmation(visitor, chat)["id"] == confirmation["id"] and _note_titles(tmp_path) == notes_before
+        )
         # when: the user fixes it, the note is renamed once, with the user's title
         status, decided = visitor.api(confirm, {"edits": {"title": "Oat milk"}})
-        assert (status, decided["confirmation"]) == (200, {"id": card["id"], "status": "done", "edited": True})
+        assert (status, decided["confirmation"]) == (200, {"id": confirmation["id"], "status": "done", "edited": True})
         assert visitor.api(confirm, {"edits": {"title": "Oat milk"}})[0] == 409  # a second click runs nothing
         assert _note_titles(tmp_path) == sorted(["Oat milk" if t == "Buy milk" else t for t in notes_before])
 
@@ -197,9 +199,9 @@ def _messages(visitor: Visitor, chat: str) -> list[dict]:
     return visitor.api(f"/assistant/api/conversations/{chat}/messages/?latest=1")[1]["messages"]
 
 
-def _waiting_card(visitor: Visitor, chat: str) -> dict | None:
-    cards = [m["confirmation"] for m in _messages(visitor, chat) if m["role"] == "tool" and m["confirmation"]]
-    return next((c for c in cards if c["status"] == "waiting"), None)
+def _waiting_confirmation(visitor: Visitor, chat: str) -> dict | None:
+    confirmations = [m["confirmation"] for m in _messages(visitor, chat) if m["role"] == "tool" and m["confirmation"]]
+    return next((c for c in confirmations if c["status"] == "waiting"), None)
 
 
 def _answer_after(visitor: Visitor, chat: str, question: str) -> str | None:

@@ -106,19 +106,23 @@ def client_view(message: Message) -> dict[str, Any]:
         "active": message.active,
         "versions": None,
     }
-    card = message.confirmation if message.confirmation_id else None
-    if card is not None and message.role == Message.Role.TOOL:
+    confirmation = message.confirmation if message.confirmation_id else None
+    if confirmation is not None and message.role == Message.Role.TOOL:
         view["confirmation"] = {
-            "id": str(card.id),
-            "status": card.status,
-            "preview": _as_run(card.preview, card.edits),
-            "expires_at": card.expires_at.isoformat(),
-            "edited": bool(card.edits),
+            "id": str(confirmation.id),
+            "status": confirmation.status,
+            "preview": _as_run(confirmation.preview, confirmation.edits),
+            "expires_at": confirmation.expires_at.isoformat(),
+            "edited": bool(confirmation.edits),
         }
-    elif card is not None:  # a card's outcome: with the values it ran with, when the user changed some
-        view["confirmation"] = {"id": str(card.id), "status": card.status, "edited": bool(card.edits)}
-        if card.edits:
-            view["confirmation"]["preview"] = _as_run(card.preview, card.edits)
+    elif confirmation is not None:  # a card's outcome: with the values it ran with, when the user changed some
+        view["confirmation"] = {
+            "id": str(confirmation.id),
+            "status": confirmation.status,
+            "edited": bool(confirmation.edits),
+        }
+        if confirmation.edits:
+            view["confirmation"]["preview"] = _as_run(confirmation.preview, confirmation.edits)
     return view
 
 

@@ -28,7 +28,7 @@ from ..core.conf import agent_settings
 from ..core.ids import ConfirmationId
 from ..limits import quotas
 from ..models import Confirmation, Conversation, McpCall, McpToken, Message
-from ..step_labels import card_fields, tool_title
+from ..step_labels import confirmation_fields, tool_title
 from ..tools import catalogue, execute_as, registry, visible_for
 from ..tools.registry import FIND_TOOLS, Tool
 
@@ -43,7 +43,7 @@ class Answer:
     data: dict[str, Any]
     text: str
     is_error: bool = False
-    card: Confirmation | None = None
+    confirmation: Confirmation | None = None
     form: dict[str, Any] = field(default_factory=dict)  # a waiting card's requested schema, to ask the client
 
 
@@ -148,13 +148,13 @@ def _propose(scope: Scope, tool: Tool, arguments: Any, *, client: str, site: str
     return waiting(result.confirmation, site)
 
 
-def waiting(card: Confirmation, site: str) -> Answer:
+def waiting(confirmation: Confirmation, site: str) -> Answer:
     """A card that waits for the user: its id, its page, and the form a client may ask them with."""
-    url = site + reverse("agent:chat_open", args=[card.conversation_id])
-    title = tool_title(card.tool_name)
-    data = {"status": "confirmation_required", "confirmation_id": str(card.pk), "url": url}
+    url = site + reverse("agent:chat_open", args=[confirmation.conversation_id])
+    title = tool_title(confirmation.tool_name)
+    data = {"status": "confirmation_required", "confirmation_id": str(confirmation.pk), "url": url}
     text = _("%(tool)s waits for your confirmation: %(url)s") % {"tool": title, "url": url}
-    return Answer(data, text, card=card, form=form_of(card))
+    return Answer(data, text, confirmation=confirmation, form=form_of(confirmation))
 
 
 def client_chat(scope: Scope, client: str) -> Conversation:
@@ -166,13 +166,13 @@ def client_chat(scope: Scope, client: str) -> Conversation:
     return chat
 
 
-def form_of(card: Confirmation) -> dict[str, Any]:
+def form_of(confirmation: Confirmation) -> dict[str, Any]:
     """The card as an elicitation: a message with what the write would do, and its editable fields as
     the flat schema elicitation takes (each field's current value as its default)."""
-    rows = card_fields(card.tool_name, card.preview)
+    rows = confirmation_fields(confirmation.tool_name, confirmation.preview)
     shown = "\n".join(f"{row['label']}: {row['value']}" if row.get("label") else str(row["value"]) for row in rows)
-    message = _("Confirm %(tool)s?") % {"tool": tool_title(card.tool_name)}
-    properties = {name: _schema_of(spec) for name, spec in confirmations.editable_fields(card.preview).items()}
+    message = _("Confirm %(tool)s?") % {"tool": tool_title(confirmation.tool_name)}
+    properties = {name: _schema_of(spec) for name, spec in confirmations.editable_fields(confirmation.preview).items()}
     schema = {"type": "object", "properties": properties}
     return {"message": f"{message}\n\n{shown}" if shown else message, "schema": schema}
 
@@ -199,34 +199,38 @@ def _schema_of(spec: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-def decide(scope: Scope, card_id: ConfirmationId, *, accept: bool, edits: dict[str, Any] | None, site: str) -> Answer:
+def decide(
+    scope: Scope, confirmation_id: ConfirmationId, *, accept: bool, edits: dict[str, Any] | None, site: str
+) -> Answer:
     """The user's answer to a card, given in the client: accept (with their edits) confirms it, as
     the page's Confirm does, with every check at this moment; anything else cancels it. Invalid edits
     leave the card waiting: the answer asks again, with the fields' messages."""
     try:
         if accept:
-            card = confirmations.confirm(scope.actor, card_id, impersonated=False, edits=_offered(card_id, edits))
+            confirmation = confirmations.confirm(
+                scope.actor, confirmation_id, impersonated=False, edits=_offered(confirmation_id, edits)
+            )
         else:
-            card = confirmations.cancel(scope.actor, card_id, impersonated=False)
+            confirmation = confirmations.cancel(scope.actor, confirmation_id, impersonated=False)
     except ValidationError as invalid:
-        card = Confirmation.objects.get(pk=card_id)
-        again = waiting(card, site)
+        confirmation = Confirmation.objects.get(pk=confirmation_id)
+        again = waiting(confirmation, site)
         problems = "\n".join(f"{name}: {' '.join(messages)}" for name, messages in invalid.message_dict.items())
         form = {**again.form, "message": f"{again.form['message']}\n\n{problems}"}
-        return Answer(again.data, again.text, card=card, form=form)
+        return Answer(again.data, again.text, confirmation=confirmation, form=form)
     except errors.Refusal as refusal:
         return Answer({"error": refusal.code}, refusal.message, is_error=True)
-    code = f"confirmation_{card.status}"
-    text = notices.text(code, {"tool": tool_title(card.tool_name)})
-    failed = card.status in (Confirmation.Status.FAILED, Confirmation.Status.STALE, Confirmation.Status.EXPIRED)
-    return Answer({"status": card.status, "confirmation_id": str(card.pk)}, text, is_error=failed)
+    code = f"confirmation_{confirmation.status}"
+    text = notices.text(code, {"tool": tool_title(confirmation.tool_name)})
+    failed = confirmation.status in (Confirmation.Status.FAILED, Confirmation.Status.STALE, Confirmation.Status.EXPIRED)
+    return Answer({"status": confirmation.status, "confirmation_id": str(confirmation.pk)}, text, is_error=failed)
 
 
-def _offered(card_id: ConfirmationId, edits: dict[str, Any] | None) -> dict[str, Any] | None:
+def _offered(confirmation_id: ConfirmationId, edits: dict[str, Any] | None) -> dict[str, Any] | None:
     """The client's values of the fields the card let it edit (the form asked for no others)."""
     if not edits:
         return None
-    preview = Confirmation.objects.filter(pk=card_id).values_list("preview", flat=True).first()
+    preview = Confirmation.objects.filter(pk=confirmation_id).values_list("preview", flat=True).first()
     offered = confirmations.editable_fields(preview)
     return {name: value for name, value in edits.items() if name in offered} or None
 

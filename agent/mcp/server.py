@@ -98,7 +98,7 @@ async def _call_tool(
         return calls.call(caller.scope, params.name, arguments, client=client, site=caller.site)
 
     answer = await sync_to_async(_admitted(caller, ctx, "tools/call", params.name, run))()
-    if answer.card is not None and answer.card.status == "waiting" and _can_ask(ctx):
+    if answer.confirmation is not None and answer.confirmation.status == "waiting" and _can_ask(ctx):
         return _ask(caller, answer)
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=answer.text)],
@@ -129,15 +129,15 @@ def _admitted(caller: Caller, ctx: Any, method: str, tool_name: str, work: Any) 
 def _outcome_of(result: Any) -> str:
     if not isinstance(result, calls.Answer):
         return "ok"
-    if result.card is not None and result.card.status == "waiting":
+    if result.confirmation is not None and result.confirmation.status == "waiting":
         return "needs_confirmation"
     return str(result.data.get("status") or result.data.get("outcome") or ("error" if result.is_error else "ok"))
 
 
 def _ask(caller: Caller, answer: calls.Answer) -> types.InputRequiredResult:
     """The card as a question to the client's user; the retry carries their answer and this state."""
-    assert answer.card is not None
-    state = signing.dumps({"card": str(answer.card.pk), "grant": caller.actor.grant}, salt=STATE_SALT)
+    assert answer.confirmation is not None
+    state = signing.dumps({"card": str(answer.confirmation.pk), "grant": caller.actor.grant}, salt=STATE_SALT)
     form = types.ElicitRequestFormParams(message=answer.form["message"], requested_schema=answer.form["schema"])
     return types.InputRequiredResult(
         input_requests={CONFIRM_KEY: types.ElicitRequest(params=form)}, request_state=state

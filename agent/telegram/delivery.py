@@ -67,12 +67,12 @@ def message_stored(sender: Any, instance: Message, created: bool = False, **kwar
             turn_id = str(instance.turn_id)
             transaction.on_commit(lambda: queue(DELIVER_TASK, turn_id))
     elif instance.role == Message.Role.TOOL and instance.confirmation_id is not None:
-        card_id = str(instance.confirmation_id)  # a card no turn made: an MCP client's write
-        transaction.on_commit(lambda: queue(SHOW_CARD_TASK, card_id))
+        confirmation_id = str(instance.confirmation_id)  # a card no turn made: an MCP client's write
+        transaction.on_commit(lambda: queue(SHOW_CARD_TASK, confirmation_id))
     elif instance.confirmation_id is not None and instance.notice_code.startswith("confirmation_"):
-        card_id = str(instance.confirmation_id)
-        if TelegramButtons.objects.filter(confirmation_id=card_id).exists():
-            transaction.on_commit(lambda: queue(CARD_TASK, card_id))
+        confirmation_id = str(instance.confirmation_id)
+        if TelegramButtons.objects.filter(confirmation_id=confirmation_id).exists():
+            transaction.on_commit(lambda: queue(CARD_TASK, confirmation_id))
 
 
 def _telegram_turn(message: Message) -> bool:
@@ -171,14 +171,14 @@ def _answer(link: TelegramLink, message: Message) -> None:
         send(link.chat_id, piece)
 
 
-def show_card(link: TelegramLink, card: Confirmation) -> None:
+def show_card(link: TelegramLink, confirmation: Confirmation) -> None:
     """A card as a message with Confirm / Cancel while it waits; a decided one with its outcome."""
-    if card.status != Confirmation.Status.WAITING:
-        send(link.chat_id, formatting.card_text(card.tool_name, card.preview, card.status))
+    if confirmation.status != Confirmation.Status.WAITING:
+        send(link.chat_id, formatting.card_text(confirmation.tool_name, confirmation.preview, confirmation.status))
         return
     choices = [[(_("Confirm"), CONFIRM), (_("Cancel"), CANCEL)]]
-    text = formatting.card_text(card.tool_name, card.preview)
-    send_with_buttons(link, text, choices, TelegramButtons.Kind.CARD, confirmation=card)
+    text = formatting.card_text(confirmation.tool_name, confirmation.preview)
+    send_with_buttons(link, text, choices, TelegramButtons.Kind.CARD, confirmation=confirmation)
 
 
 def send_with_buttons(
@@ -202,21 +202,21 @@ def send_with_buttons(
 def show_everywhere(confirmation_id: ConfirmationId, link_id: int | None = None) -> None:
     """A waiting card no turn made, as a message with Confirm / Cancel in each live chat its user
     linked (or in ``link_id`` alone, sent again after a rate limit)."""
-    card = Confirmation.objects.filter(pk=confirmation_id, status=Confirmation.Status.WAITING).first()
-    if card is None:
+    confirmation = Confirmation.objects.filter(pk=confirmation_id, status=Confirmation.Status.WAITING).first()
+    if confirmation is None:
         return
-    chats = TelegramLink.objects.filter(user_id=card.user_id, revoked_at__isnull=True)
+    chats = TelegramLink.objects.filter(user_id=confirmation.user_id, revoked_at__isnull=True)
     for link in chats.filter(pk=link_id) if link_id is not None else chats:
         if not _live(link):
             continue
         try:
             with translation.override(link_language(link)):
-                show_card(link, card)
+                show_card(link, confirmation)
         except BotError as error:
             if error.kind == RATE_LIMITED:
-                queue(SHOW_CARD_TASK, str(card.pk), link.pk, countdown=error.retry_after)
+                queue(SHOW_CARD_TASK, str(confirmation.pk), link.pk, countdown=error.retry_after)
             else:
-                logger.warning("agent telegram: card %s not shown in link %s: %s", card.pk, link.pk, error.kind)
+                logger.warning("agent telegram: card %s not shown in link %s: %s", confirmation.pk, link.pk, error.kind)
 
 
 def link_language(link: TelegramLink) -> str:
@@ -232,19 +232,21 @@ def card_decided(confirmation_id: ConfirmationId) -> None:
     Telegram still delivers, however late, finds its card and hears it was already decided.
     An edit to the same text is no change, so the press's and the outcome's own edit can both run.
     """
-    card = Confirmation.objects.filter(pk=confirmation_id).select_related("turn").first()
-    if card is None or card.status == Confirmation.Status.WAITING:
+    confirmation = Confirmation.objects.filter(pk=confirmation_id).select_related("turn").first()
+    if confirmation is None or confirmation.status == Confirmation.Status.WAITING:
         return
-    shown = TelegramButtons.objects.filter(confirmation=card, kind=TelegramButtons.Kind.CARD).select_related("link")
+    shown = TelegramButtons.objects.filter(confirmation=confirmation, kind=TelegramButtons.Kind.CARD).select_related(
+        "link"
+    )
     for buttons in shown:  # in the turn's language; a card no turn made (an MCP client's), in the chat's
-        language = card.turn.language if card.turn is not None else link_language(buttons.link)
+        language = confirmation.turn.language if confirmation.turn is not None else link_language(buttons.link)
         try:
             with translation.override(language):
-                text = formatting.card_text(card.tool_name, card.preview, card.status)
+                text = formatting.card_text(confirmation.tool_name, confirmation.preview, confirmation.status)
             edit(buttons.link.chat_id, buttons.message_id, text)
         except BotError as error:
             if error.kind == RATE_LIMITED:
-                queue(CARD_TASK, str(card.pk), countdown=error.retry_after)
+                queue(CARD_TASK, str(confirmation.pk), countdown=error.retry_after)
                 return
 
 

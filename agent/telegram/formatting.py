@@ -17,7 +17,7 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from .. import notices
-from ..step_labels import card_fields, tool_title
+from ..step_labels import confirmation_fields, tool_title
 from .bot import MESSAGE_LIMIT
 
 _markdown = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"]).disable("image")
@@ -53,7 +53,7 @@ def card_text(tool_name: str, preview: Any, status: str | None = None) -> str:
     """A card as a message: the tool's title, its fields (an update's old value before the new), and,
     once decided, its outcome."""
     lines = [f"<b>{escape(tool_title(tool_name))}</b>"]
-    for row in card_fields(tool_name, preview):
+    for row in confirmation_fields(tool_name, preview):
         value = escape(str(row.get("value") or ""))
         if row.get("old"):
             value = f"<s>{escape(str(row['old']))}</s> → {value}"

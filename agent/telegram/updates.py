@@ -240,19 +240,19 @@ def _press(query: Any) -> None:
 
 
 def _card_press(actor: TelegramRef, buttons: TelegramButtons, choice: str) -> str:
-    card_id = buttons.confirmation_id
+    confirmation_id = buttons.confirmation_id
     if choice == delivery.CONFIRM:
-        card = confirmations.confirm(actor, card_id or "", impersonated=False)
+        confirmation = confirmations.confirm(actor, confirmation_id or "", impersonated=False)
     elif choice == delivery.CANCEL:
-        card = confirmations.cancel(actor, card_id or "", impersonated=False)
+        confirmation = confirmations.cancel(actor, confirmation_id or "", impersonated=False)
     else:
         return _("This button no longer works.")
     try:
-        delivery.card_decided(card.pk)  # at once here; the outcome's own task edits it to the same text
+        delivery.card_decided(confirmation.pk)  # at once here; the outcome's own task edits it to the same text
     except BotError:
         pass  # that task edits it then: the press is answered now, whatever Telegram says
 
-    return notices.text(f"confirmation_{card.status}", {"tool": tool_title(card.tool_name)})
+    return notices.text(f"confirmation_{confirmation.status}", {"tool": tool_title(confirmation.tool_name)})
 
 
 def _switch(link: TelegramLink, actor: TelegramRef, buttons: TelegramButtons, choice: str) -> str:

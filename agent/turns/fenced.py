@@ -216,7 +216,7 @@ class Fence:
         )
 
     def store_result(
-        self, call: ToolCall, outcome: str, result: Any, card: Any, answer: Message, *, check: str | None
+        self, call: ToolCall, outcome: str, result: Any, confirmation: Any, answer: Message, *, check: str | None
     ) -> str:
         """A tool call's result, cut to ``TOOL_RESULT_CHARS``, with the card it proposed: the text
         stored, which is what the model is sent."""
@@ -232,7 +232,7 @@ class Fence:
             tool_outcome=outcome,
             tool_result=text if truncated else json.loads(text),
             tool_result_truncated=truncated,
-            confirmation=card,
+            confirmation=confirmation,
             assistant_message=answer,
             check=check,
         )

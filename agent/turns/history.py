@@ -147,10 +147,10 @@ def _entry(
         if not message.confirmation_id or outcome == message.notice_code:
             return None
         decided.add(message.confirmation_id)
-        result = _card_result(message) if fresh and outcome == "done" else ""
-        phrase = confirmation_phrase(_card_tool(message), outcome, _card_edits(message), result)
+        result = _confirmation_result(message) if fresh and outcome == "done" else ""
+        phrase = confirmation_phrase(_confirmation_tool(message), outcome, _confirmation_edits(message), result)
         return {"role": "user", "content": phrase} if phrase else None
-    if message.role == Message.Role.TOOL and _is_card(message):
+    if message.role == Message.Role.TOOL and _needs_confirmation(message):
         if message.confirmation_id in decided:
             return None
         phrase = confirmation_phrase(message.tool_name, "waiting")
@@ -172,13 +172,13 @@ def _fitted(text: str, files: list[Any], room: int) -> str:
     return content
 
 
-def _card_tool(notice: Message | _Row) -> str:
+def _confirmation_tool(notice: Message | _Row) -> str:
     """The card's ``tool_name``; the notice's own copy spares a query when the card is not loaded."""
     if isinstance(notice, _Row):
-        return notice.card_tool or ""
+        return notice.confirmation_tool or ""
     if Message.confirmation.is_cached(notice):
-        card = notice.confirmation
-        return card.tool_name if card is not None else ""
+        confirmation = notice.confirmation
+        return confirmation.tool_name if confirmation is not None else ""
     tool = (notice.notice_params or {}).get("tool")
     if isinstance(tool, str) and tool:
         return tool
@@ -187,25 +187,25 @@ def _card_tool(notice: Message | _Row) -> str:
     return Confirmation.objects.filter(pk=notice.confirmation_id).values_list("tool_name", flat=True).first() or ""
 
 
-def _card_edits(notice: Message | _Row) -> Any:
+def _confirmation_edits(notice: Message | _Row) -> Any:
     """What the user changed on the card before confirming it (server only, read for the model)."""
     if isinstance(notice, _Row):
-        return notice.card_edits
+        return notice.confirmation_edits
     if not (notice.notice_params or {}).get("edited") or notice.confirmation_id is None:
         return None
     return Confirmation.objects.filter(pk=notice.confirmation_id).values_list("edits", flat=True).first()
 
 
-def _card_result(notice: Message | _Row) -> str:
+def _confirmation_result(notice: Message | _Row) -> str:
     """What the confirmed write returned (server only, read for the model)."""
     if isinstance(notice, _Row):
-        return notice.card_result or ""
+        return notice.confirmation_result or ""
     if not (notice.notice_params or {}).get("returned") or notice.confirmation_id is None:
         return ""
     return Confirmation.objects.filter(pk=notice.confirmation_id).values_list("result", flat=True).first() or ""
 
 
-def _is_card(message: Message | _Row) -> bool:
+def _needs_confirmation(message: Message | _Row) -> bool:
     return message.tool_outcome == Message.ToolOutcome.NEEDS_CONFIRMATION and bool(message.confirmation_id)
 
 
@@ -223,9 +223,9 @@ class _Row(NamedTuple):
     notice_code: str
     notice_params: Any
     confirmation_id: ConfirmationId
-    card_tool: str | None
-    card_edits: Any
-    card_result: str | None
+    confirmation_tool: str | None
+    confirmation_edits: Any
+    confirmation_result: str | None
     has_files: bool
 
 

@@ -86,7 +86,7 @@ class Claimed:
 
     turn: Turn
     leases_held: bool  # its leases extended, none taken over
-    lapsed_cards: bool  # the chat has waiting cards past their time
+    lapsed_confirmations: bool  # the chat has waiting cards past their time
 
 
 def claim(turn_id: TurnId) -> Claimed | None:
@@ -111,7 +111,7 @@ def claim(turn_id: TurnId) -> Claimed | None:
         claimed = Claimed(
             turn,
             leases_held=extended == len(locks.turn_locks(turn)),
-            lapsed_cards=turn.agent_lapsed_cards,
+            lapsed_confirmations=turn.agent_lapsed_cards,
         )
     events.turn_changed(turn.conversation_id, turn.pk, Status.RUNNING)
     return claimed
@@ -162,7 +162,7 @@ class TurnRunner:
         Runs a turn that ``claim`` returned: its own state was read there, just now.
         """
         self.fence.verify_claimed(leases_held=self.claimed.leases_held)
-        if self.claimed.lapsed_cards:
+        if self.claimed.lapsed_confirmations:
             with self.fence.atomic():  # before the chat is read, so a lapsed card does not read as waiting
                 confirmations.settle_lapsed(self.turn.conversation_id)
         limit = agent_settings.HISTORY_CHARS
@@ -269,21 +269,25 @@ class TurnRunner:
             tool = registry.get(call.name)
             is_write = tool is not None and tool.kind == "write"
             if index >= agent_settings.MAX_TOOL_CALLS_PER_ROUND:
-                outcome, result, card = "denied", _denied(_("Too many tool calls in one answer.")), None
+                outcome, result, confirmation = "denied", _denied(_("Too many tool calls in one answer.")), None
             elif not self.may_call(scope, call.name, shown):
-                outcome, result, card = "denied", _denied(_("This tool is not available.")), None
+                outcome, result, confirmation = "denied", _denied(_("This tool is not available.")), None
             elif waiting:
                 reason = _("Confirm the earlier change first.") if is_write else _("Held for confirmation.")
-                outcome, result, card = "denied", _denied(reason), None
+                outcome, result, confirmation = "denied", _denied(reason), None
             elif is_write and ids[call.id] > 1:
-                outcome, result, card = "denied", _denied(_("Another call of this answer has the same id.")), None
+                outcome, result, confirmation = (
+                    "denied",
+                    _denied(_("Another call of this answer has the same id.")),
+                    None,
+                )
             else:
                 with self.fence.atomic() if is_write else contextlib.nullcontext():  # a card only with its tool message
-                    outcome, result, card = self.execute(scope, call)
-                    self._store_result(call, outcome, result, card, answer, number, check=then)
+                    outcome, result, confirmation = self.execute(scope, call)
+                    self._store_result(call, outcome, result, confirmation, answer, number, check=then)
                 waiting = outcome == "needs_confirmation"
                 continue
-            self._store_result(call, outcome, result, card, answer, number, check=then)
+            self._store_result(call, outcome, result, confirmation, answer, number, check=then)
         return waiting
 
     @staticmethod
@@ -356,9 +360,17 @@ class TurnRunner:
     # -- storing -------------------------------------------------------------------
 
     def _store_result(
-        self, call: ToolCall, outcome: str, result: Any, card: Any, answer: Message, number: int, *, check: str | None
+        self,
+        call: ToolCall,
+        outcome: str,
+        result: Any,
+        confirmation: Any,
+        answer: Message,
+        number: int,
+        *,
+        check: str | None,
     ) -> None:
-        text = self.fence.store_result(call, outcome, result, card, answer, check=check)
+        text = self.fence.store_result(call, outcome, result, confirmation, answer, check=check)
         message = {"role": "tool", "tool_call_id": call.id, "content": text}
         self.this_turn.append(message)
         self.results.append((number, message))

@@ -83,12 +83,17 @@ class FrameDoors:
         return {"type": "switched", "conversation": str(frame.get("conversation")), "changed": changed}
 
     async def frame_confirm(self, frame: dict[str, Any]) -> dict[str, Any]:
-        card = await self._call(confirmations.confirm, frame.get("confirmation"), edits=frame.get("edits"))
-        return {"type": "decided", "confirmation": str(card.pk), "status": card.status, "edited": bool(card.edits)}
+        confirmation = await self._call(confirmations.confirm, frame.get("confirmation"), edits=frame.get("edits"))
+        return {
+            "type": "decided",
+            "confirmation": str(confirmation.pk),
+            "status": confirmation.status,
+            "edited": bool(confirmation.edits),
+        }
 
     async def frame_cancel(self, frame: dict[str, Any]) -> dict[str, Any]:
-        card = await self._call(confirmations.cancel, frame.get("confirmation"))
-        return {"type": "decided", "confirmation": str(card.pk), "status": card.status}
+        confirmation = await self._call(confirmations.cancel, frame.get("confirmation"))
+        return {"type": "decided", "confirmation": str(confirmation.pk), "status": confirmation.status}
 
     FRAMES: dict[str, Callable[["FrameDoors", dict[str, Any]], Awaitable[dict[str, Any] | None]]] = {
         "subscribe": frame_subscribe,

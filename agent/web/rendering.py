@@ -21,7 +21,7 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 from .. import notices
-from ..step_labels import card_fields, tool_title
+from ..step_labels import confirmation_fields, tool_title
 
 _SAFE_SCHEMES = ("http://", "https://", "mailto:")
 
@@ -115,15 +115,18 @@ def page_view(view: dict[str, Any]) -> dict[str, Any]:
             params["tool"] = tool_title(params["tool"])
         code = view.get("notice_code") or ""
         shown = {**view, "notice_text": notices.text(code, params), "notice_tone": notices.tone(code)}
-        card = view.get("confirmation")
-        if card and "preview" in card:  # an edited card's outcome: its rows as it ran, for every tab
+        confirmation = view.get("confirmation")
+        if confirmation and "preview" in confirmation:  # an edited card's outcome: its rows as it ran, for every tab
             tool = (view.get("notice_params") or {}).get("tool")
-            shown["confirmation"] = {**card, "fields": card_fields(tool, card["preview"])}
+            shown["confirmation"] = {**confirmation, "fields": confirmation_fields(tool, confirmation["preview"])}
         return shown
     if role == "tool":
         shown = {**view, "tool_title": tool_title(view.get("tool_name"))}
-        card = view.get("confirmation")
-        if card and "preview" in card:
-            shown["confirmation"] = {**card, "fields": card_fields(view.get("tool_name"), card["preview"])}
+        confirmation = view.get("confirmation")
+        if confirmation and "preview" in confirmation:
+            shown["confirmation"] = {
+                **confirmation,
+                "fields": confirmation_fields(view.get("tool_name"), confirmation["preview"]),
+            }
         return shown
     return view

@@ -344,13 +344,15 @@ def confirmation_confirm(
     200, so the page's console records no failure for what the user is expected to fix)."""
     edits = read_body(request).get("edits")
     try:
-        card = confirmations.confirm(actor, confirmation_id, impersonated=impersonated, edits=edits)
+        confirmation = confirmations.confirm(actor, confirmation_id, impersonated=impersonated, edits=edits)
     except ValidationError as invalid:
         if not edits:
             raise
         waiting = {"id": str(confirmation_id), "status": Confirmation.Status.WAITING.value, "edited": False}
         return {"confirmation": waiting, "refused": errors.invalid_body(invalid)}
-    return {"confirmation": {"id": str(card.pk), "status": card.status, "edited": bool(card.edits)}}
+    return {
+        "confirmation": {"id": str(confirmation.pk), "status": confirmation.status, "edited": bool(confirmation.edits)}
+    }
 
 
 @require_POST
@@ -358,8 +360,8 @@ def confirmation_confirm(
 def confirmation_cancel(
     request: HttpRequest, actor: SessionRef, impersonated: bool, confirmation_id: str
 ) -> dict[str, Any]:
-    card = confirmations.cancel(actor, confirmation_id, impersonated=impersonated)
-    return {"confirmation": {"id": str(card.pk), "status": card.status}}
+    confirmation = confirmations.cancel(actor, confirmation_id, impersonated=impersonated)
+    return {"confirmation": {"id": str(confirmation.pk), "status": confirmation.status}}
 
 
 def _limit(value: Any) -> dict[str, int]:

@@ -35,7 +35,7 @@ def _turn(user: Any) -> Turn:
     return TurnFactory(conversation=chat, deadline_at=timezone.now())
 
 
-def _card(user: Any) -> Confirmation:
+def _confirmation(user: Any) -> Confirmation:
     return Confirmation.objects.create(
         user=user,
         conversation=_chat(user),
@@ -62,7 +62,7 @@ ROWS: dict[type, Callable[[Any], Any]] = {
     OffPurposeFlag: lambda user: OffPurposeFlag.objects.create(user=user, turn_ref=_turn(user).pk, reason="r"),
     TelegramLink: lambda user: TelegramLink.objects.create(user=user, chat_id=4242),
     Turn: _turn,
-    Confirmation: _card,
+    Confirmation: _confirmation,
     Conversation: _chat,
     McpToken: _token,
     McpCall: _mcp_call,

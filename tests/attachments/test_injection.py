@@ -36,8 +36,8 @@ def test_a_file_that_orders_a_write_gets_only_a_card_and_nothing_is_written(ref,
     sent = model_server.requests[0]["messages"][-1]["content"]
     assert CORPUS[name].decode().splitlines()[0] in sent  # the model did read it
     assert not Note.objects.exists()
-    card = Confirmation.objects.get()
-    assert card.status == Confirmation.Status.WAITING  # only the user's click can apply it
+    confirmation = Confirmation.objects.get()
+    assert confirmation.status == Confirmation.Status.WAITING  # only the user's click can apply it
     assert len(model_server.requests) == 1  # a waiting write ends the turn: no answer can claim it was done
 
 

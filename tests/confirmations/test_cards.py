@@ -24,18 +24,20 @@ from tests.support.sessions import login
 Status = Confirmation.Status
 
 
-def notices_of(card: Confirmation) -> list[tuple[str, dict[str, Any]]]:
+def notices_of(confirmation: Confirmation) -> list[tuple[str, dict[str, Any]]]:
     return list(
-        Message.objects.filter(role=Message.Role.NOTICE, confirmation=card).values_list("notice_code", "notice_params")
+        Message.objects.filter(role=Message.Role.NOTICE, confirmation=confirmation).values_list(
+            "notice_code", "notice_params"
+        )
     )
 
 
-def status_of(card: Confirmation) -> str:
-    return Confirmation.objects.get(pk=card.pk).status
+def status_of(confirmation: Confirmation) -> str:
+    return Confirmation.objects.get(pk=confirmation.pk).status
 
 
-def lapse(card: Confirmation) -> None:
-    Confirmation.objects.filter(pk=card.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+def lapse(confirmation: Confirmation) -> None:
+    Confirmation.objects.filter(pk=confirmation.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
 
 
 def revoke(user: Any, codename: str) -> None:
@@ -46,83 +48,83 @@ def revoke(user: Any, codename: str) -> None:
 
 
 def test_confirm_runs_the_write_and_marks_the_card_done(ref, user, propose):
-    card = propose("notes_create", {"title": "Buy milk", "body": "2 litres"})
+    confirmation = propose("notes_create", {"title": "Buy milk", "body": "2 litres"})
 
-    decided = confirmations.confirm(ref, card.pk, impersonated=False)
+    decided = confirmations.confirm(ref, confirmation.pk, impersonated=False)
 
     assert decided.status == Status.DONE and decided.decided_at is not None
-    assert status_of(card) == Status.DONE
+    assert status_of(confirmation) == Status.DONE
     assert list(Note.objects.values_list("owner", "title", "body")) == [(user.pk, "Buy milk", "2 litres")]
-    assert notices_of(card) == [("confirmation_done", {"tool": "notes_create"})]
+    assert notices_of(confirmation) == [("confirmation_done", {"tool": "notes_create"})]
 
 
 def test_confirm_accepts_the_id_as_a_string(ref, propose):
-    card = propose("notes_create", {"title": "Buy milk"})
+    confirmation = propose("notes_create", {"title": "Buy milk"})
 
-    assert confirmations.confirm(ref, str(card.pk), impersonated=False).status == Status.DONE
+    assert confirmations.confirm(ref, str(confirmation.pk), impersonated=False).status == Status.DONE
 
 
 def test_cancel_marks_the_card_cancelled_and_changes_nothing(ref, propose):
-    card = propose("notes_create", {"title": "Buy milk"})
+    confirmation = propose("notes_create", {"title": "Buy milk"})
 
-    decided = confirmations.cancel(ref, card.pk, impersonated=False)
+    decided = confirmations.cancel(ref, confirmation.pk, impersonated=False)
 
-    assert decided.status == Status.CANCELLED == status_of(card)
+    assert decided.status == Status.CANCELLED == status_of(confirmation)
     assert not Note.objects.exists()
-    assert notices_of(card) == [("confirmation_cancelled", {"tool": "notes_create"})]
+    assert notices_of(confirmation) == [("confirmation_cancelled", {"tool": "notes_create"})]
 
 
 def test_an_expired_card_is_refused_and_settled_as_expired(ref, propose):
-    card = propose("notes_create", {"title": "Buy milk"})
-    lapse(card)
+    confirmation = propose("notes_create", {"title": "Buy milk"})
+    lapse(confirmation)
 
     with pytest.raises(Expired):
-        confirmations.confirm(ref, card.pk, impersonated=False)
+        confirmations.confirm(ref, confirmation.pk, impersonated=False)
 
-    assert status_of(card) == Status.EXPIRED
+    assert status_of(confirmation) == Status.EXPIRED
     assert not Note.objects.exists()
-    assert notices_of(card) == [("confirmation_expired", {"tool": "notes_create"})]
+    assert notices_of(confirmation) == [("confirmation_expired", {"tool": "notes_create"})]
 
 
 def test_cancelling_an_expired_card_is_expired_too(ref, propose):
-    card = propose("notes_create", {"title": "Buy milk"})
-    lapse(card)
+    confirmation = propose("notes_create", {"title": "Buy milk"})
+    lapse(confirmation)
 
     with pytest.raises(Expired):
-        confirmations.cancel(ref, card.pk, impersonated=False)
+        confirmations.cancel(ref, confirmation.pk, impersonated=False)
 
-    assert status_of(card) == Status.EXPIRED
+    assert status_of(confirmation) == Status.EXPIRED
 
 
 def test_data_changed_since_the_preview_is_stale_and_nothing_is_written(ref, user, propose):
     note = Note.objects.create(owner=user, title="Shopping", body="milk")
-    card = propose("notes_update", {"note_id": note.pk, "body": "milk, bread"})
+    confirmation = propose("notes_update", {"note_id": note.pk, "body": "milk, bread"})
     Note.objects.filter(pk=note.pk).update(body="eggs")
 
-    decided = confirmations.confirm(ref, card.pk, impersonated=False)
+    decided = confirmations.confirm(ref, confirmation.pk, impersonated=False)
 
-    assert decided.status == Status.STALE == status_of(card)
+    assert decided.status == Status.STALE == status_of(confirmation)
     assert Note.objects.get(pk=note.pk).body == "eggs"
-    assert notices_of(card) == [("confirmation_stale", {"tool": "notes_update"})]
+    assert notices_of(confirmation) == [("confirmation_stale", {"tool": "notes_update"})]
 
 
 def test_unchanged_data_lets_the_update_run(ref, user, propose):
     note = Note.objects.create(owner=user, title="Shopping", body="milk")
-    card = propose("notes_update", {"note_id": note.pk, "body": "milk, bread"})
+    confirmation = propose("notes_update", {"note_id": note.pk, "body": "milk, bread"})
 
-    assert confirmations.confirm(ref, card.pk, impersonated=False).status == Status.DONE
+    assert confirmations.confirm(ref, confirmation.pk, impersonated=False).status == Status.DONE
     assert Note.objects.get(pk=note.pk).body == "milk, bread"
 
 
 def test_an_update_of_another_users_note_fails_and_changes_nothing(ref, propose, make_user):
     theirs = Note.objects.create(owner=make_user(), title="Theirs", body="keep me")
-    card = propose("notes_update", {"note_id": theirs.pk, "body": "overwritten"})
+    confirmation = propose("notes_update", {"note_id": theirs.pk, "body": "overwritten"})
 
-    decided = confirmations.confirm(ref, card.pk, impersonated=False)
+    decided = confirmations.confirm(ref, confirmation.pk, impersonated=False)
 
     assert decided.status == Status.FAILED
     assert Note.objects.get(pk=theirs.pk).body == "keep me"
-    assert "keep me" not in repr(card.preview)
+    assert "keep me" not in repr(confirmation.preview)
 
 
 def test_a_write_that_raises_fails_with_its_class_name_only_and_is_rolled_back(ref, user, propose, declare):
@@ -138,44 +140,44 @@ def test_a_write_that_raises_fails_with_its_class_name_only_and_is_rolled_back(r
         parameters={"type": "object", "properties": {"title": {"type": "string"}}},
         preview=lambda ctx, title: {"title": title},
     )
-    card = propose("t_half_write", {"title": "Half"})
+    confirmation = propose("t_half_write", {"title": "Half"})
 
-    decided = confirmations.confirm(ref, card.pk, impersonated=False)
+    decided = confirmations.confirm(ref, confirmation.pk, impersonated=False)
 
-    stored = Confirmation.objects.get(pk=card.pk)
+    stored = Confirmation.objects.get(pk=confirmation.pk)
     assert decided.status == Status.FAILED == stored.status
     assert decided.outcome == "RuntimeError" == stored.outcome
     assert not Note.objects.exists()
-    assert notices_of(card) == [("confirmation_failed", {"tool": "t_half_write"})]
+    assert notices_of(confirmation) == [("confirmation_failed", {"tool": "t_half_write"})]
 
 
 def test_a_permission_lost_before_the_click_fails_without_writing(ref, user, propose):
-    card = propose("notes_create", {"title": "Buy milk"})
+    confirmation = propose("notes_create", {"title": "Buy milk"})
     revoke(user, "add_note")
 
-    decided = confirmations.confirm(ref, card.pk, impersonated=False)
+    decided = confirmations.confirm(ref, confirmation.pk, impersonated=False)
 
-    assert decided.status == Status.FAILED == status_of(card)
+    assert decided.status == Status.FAILED == status_of(confirmation)
     assert not Note.objects.exists()
-    assert notices_of(card) == [("confirmation_failed", {"tool": "notes_create"})]
+    assert notices_of(confirmation) == [("confirmation_failed", {"tool": "notes_create"})]
 
 
 def test_a_module_that_no_longer_lets_sessions_write_fails_without_writing(ref, propose):
-    card = propose("notes_create", {"title": "Buy milk"})
+    confirmation = propose("notes_create", {"title": "Buy milk"})
 
     with override_settings(AGENT={**settings.AGENT, "SESSION_WRITE_MODULES": []}):
-        decided = confirmations.confirm(ref, card.pk, impersonated=False)
+        decided = confirmations.confirm(ref, confirmation.pk, impersonated=False)
 
-    assert decided.status == Status.FAILED == status_of(card)
+    assert decided.status == Status.FAILED == status_of(confirmation)
     assert not Note.objects.exists()
 
 
 def test_a_tool_removed_before_the_click_fails(ref, propose, declare):
     declare(lambda ctx: None, name="t_removed", kind="write", module="notes", preview=lambda ctx: {})
-    card = propose("t_removed", {})
+    confirmation = propose("t_removed", {})
     registry.unregister("t_removed")
 
-    assert confirmations.confirm(ref, card.pk, impersonated=False).status == Status.FAILED
+    assert confirmations.confirm(ref, confirmation.pk, impersonated=False).status == Status.FAILED
 
 
 # -- refusals -------------------------------------------------------------------
@@ -183,14 +185,14 @@ def test_a_tool_removed_before_the_click_fails(ref, propose, declare):
 
 @pytest.mark.parametrize("action", [confirmations.confirm, confirmations.cancel])
 def test_another_users_card_is_not_found(propose, make_user, action):
-    card = propose("notes_create", {"title": "Buy milk"})
+    confirmation = propose("notes_create", {"title": "Buy milk"})
     _client, other_ref = login(make_user("notes.add_note"))
 
     with pytest.raises(NotFound):
-        action(other_ref, card.pk, impersonated=False)
+        action(other_ref, confirmation.pk, impersonated=False)
 
-    assert status_of(card) == Status.WAITING
-    assert not Note.objects.exists() and notices_of(card) == []
+    assert status_of(confirmation) == Status.WAITING
+    assert not Note.objects.exists() and notices_of(confirmation) == []
 
 
 @pytest.mark.parametrize("card_id", ["not-a-uuid", "00000000-0000-0000-0000-000000000000", None, 7])
@@ -200,116 +202,116 @@ def test_a_missing_or_malformed_card_is_not_found(ref, card_id):
 
 
 def test_a_card_of_a_deleted_chat_is_not_found(ref, chat, propose):
-    card = propose("notes_create", {"title": "Buy milk"})
+    confirmation = propose("notes_create", {"title": "Buy milk"})
     delete_conversation(ref, chat.pk, impersonated=False)
 
     with pytest.raises(NotFound):
-        confirmations.confirm(ref, card.pk, impersonated=False)
+        confirmations.confirm(ref, confirmation.pk, impersonated=False)
 
     assert not Note.objects.exists()
 
 
 @pytest.mark.parametrize("action", [confirmations.confirm, confirmations.cancel])
 def test_an_impersonated_click_is_refused(ref, propose, action):
-    card = propose("notes_create", {"title": "Buy milk"})
+    confirmation = propose("notes_create", {"title": "Buy milk"})
 
     with pytest.raises(Impersonated):
-        action(ref, card.pk, impersonated=True)
+        action(ref, confirmation.pk, impersonated=True)
 
-    assert status_of(card) == Status.WAITING and not Note.objects.exists()
+    assert status_of(confirmation) == Status.WAITING and not Note.objects.exists()
 
 
 def test_a_switched_off_assistant_refuses_the_click(ref, user, propose):
-    card = propose("notes_create", {"title": "Buy milk"})
+    confirmation = propose("notes_create", {"title": "Buy milk"})
     UserSettingsFactory(user=user, enabled=False)
 
     with pytest.raises(Forbidden):
-        confirmations.confirm(ref, card.pk, impersonated=False)
+        confirmations.confirm(ref, confirmation.pk, impersonated=False)
 
-    assert status_of(card) == Status.WAITING and not Note.objects.exists()
+    assert status_of(confirmation) == Status.WAITING and not Note.objects.exists()
 
 
 def test_impersonated_has_no_default(ref, propose):
-    card = propose("notes_create", {"title": "Buy milk"})
+    confirmation = propose("notes_create", {"title": "Buy milk"})
 
     with pytest.raises(TypeError):
-        confirmations.confirm(ref, card.pk)  # type: ignore[call-arg]
+        confirmations.confirm(ref, confirmation.pk)  # type: ignore[call-arg]
 
-    assert status_of(card) == Status.WAITING
+    assert status_of(confirmation) == Status.WAITING
 
 
 @pytest.mark.parametrize("action", [confirmations.confirm, confirmations.cancel])
 def test_a_click_after_logout_is_session_gone(session, propose, action):
     client, ref = session
-    card = propose("notes_create", {"title": "Buy milk"})
+    confirmation = propose("notes_create", {"title": "Buy milk"})
     client.logout()
 
     with pytest.raises(SessionGone):
-        action(ref, card.pk, impersonated=False)
+        action(ref, confirmation.pk, impersonated=False)
 
-    assert status_of(card) == Status.WAITING and not Note.objects.exists()
+    assert status_of(confirmation) == Status.WAITING and not Note.objects.exists()
 
 
 def test_confirming_a_done_card_again_is_not_waiting_and_writes_once(ref, propose):
-    card = propose("notes_create", {"title": "Buy milk"})
-    confirmations.confirm(ref, card.pk, impersonated=False)
+    confirmation = propose("notes_create", {"title": "Buy milk"})
+    confirmations.confirm(ref, confirmation.pk, impersonated=False)
 
     with pytest.raises(NotWaiting):
-        confirmations.confirm(ref, card.pk, impersonated=False)
+        confirmations.confirm(ref, confirmation.pk, impersonated=False)
     with pytest.raises(NotWaiting):
-        confirmations.cancel(ref, card.pk, impersonated=False)
+        confirmations.cancel(ref, confirmation.pk, impersonated=False)
 
     assert Note.objects.count() == 1
-    assert len(notices_of(card)) == 1
+    assert len(notices_of(confirmation)) == 1
 
 
 def test_confirming_a_cancelled_card_is_not_waiting(ref, propose):
-    card = propose("notes_create", {"title": "Buy milk"})
-    confirmations.cancel(ref, card.pk, impersonated=False)
+    confirmation = propose("notes_create", {"title": "Buy milk"})
+    confirmations.cancel(ref, confirmation.pk, impersonated=False)
 
     with pytest.raises(NotWaiting):
-        confirmations.confirm(ref, card.pk, impersonated=False)
+        confirmations.confirm(ref, confirmation.pk, impersonated=False)
 
-    assert status_of(card) == Status.CANCELLED and not Note.objects.exists()
+    assert status_of(confirmation) == Status.CANCELLED and not Note.objects.exists()
 
 
 def test_confirming_an_expired_card_a_second_time_is_not_waiting(ref, propose):
-    card = propose("notes_create", {"title": "Buy milk"})
-    lapse(card)
+    confirmation = propose("notes_create", {"title": "Buy milk"})
+    lapse(confirmation)
     with pytest.raises(Expired):
-        confirmations.confirm(ref, card.pk, impersonated=False)
+        confirmations.confirm(ref, confirmation.pk, impersonated=False)
 
     with pytest.raises(NotWaiting):
-        confirmations.confirm(ref, card.pk, impersonated=False)
+        confirmations.confirm(ref, confirmation.pk, impersonated=False)
 
-    assert len(notices_of(card)) == 1
+    assert len(notices_of(confirmation)) == 1
 
 
 # -- every outcome: a notice, broadcast after commit ----------------------------
 
 
-def _done(ref: Any, card: Confirmation, user: Any) -> None:
-    confirmations.confirm(ref, card.pk, impersonated=False)
+def _done(ref: Any, confirmation: Confirmation, user: Any) -> None:
+    confirmations.confirm(ref, confirmation.pk, impersonated=False)
 
 
-def _cancelled(ref: Any, card: Confirmation, user: Any) -> None:
-    confirmations.cancel(ref, card.pk, impersonated=False)
+def _cancelled(ref: Any, confirmation: Confirmation, user: Any) -> None:
+    confirmations.cancel(ref, confirmation.pk, impersonated=False)
 
 
-def _expired(ref: Any, card: Confirmation, user: Any) -> None:
-    lapse(card)
+def _expired(ref: Any, confirmation: Confirmation, user: Any) -> None:
+    lapse(confirmation)
     with pytest.raises(Expired):
-        confirmations.confirm(ref, card.pk, impersonated=False)
+        confirmations.confirm(ref, confirmation.pk, impersonated=False)
 
 
-def _stale(ref: Any, card: Confirmation, user: Any) -> None:
-    Note.objects.filter(pk=card.arguments["note_id"]).update(body="changed meanwhile")
-    confirmations.confirm(ref, card.pk, impersonated=False)
+def _stale(ref: Any, confirmation: Confirmation, user: Any) -> None:
+    Note.objects.filter(pk=confirmation.arguments["note_id"]).update(body="changed meanwhile")
+    confirmations.confirm(ref, confirmation.pk, impersonated=False)
 
 
-def _failed(ref: Any, card: Confirmation, user: Any) -> None:
+def _failed(ref: Any, confirmation: Confirmation, user: Any) -> None:
     revoke(user, "change_note")
-    confirmations.confirm(ref, card.pk, impersonated=False)
+    confirmations.confirm(ref, confirmation.pk, impersonated=False)
 
 
 @pytest.mark.parametrize(
@@ -327,13 +329,13 @@ def test_every_outcome_stores_its_notice_and_broadcasts_it_after_commit(
     ref, user, chat, propose, django_capture_on_commit_callbacks, capture_events, outcome, status
 ):
     note = Note.objects.create(owner=user, title="Shopping", body="milk")
-    card = propose("notes_update", {"note_id": note.pk, "body": "bread"})
+    confirmation = propose("notes_update", {"note_id": note.pk, "body": "bread"})
 
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        outcome(ref, card, user)
+        outcome(ref, confirmation, user)
 
-    notice = Message.objects.get(role=Message.Role.NOTICE, confirmation=card)
-    assert status_of(card) == status
+    notice = Message.objects.get(role=Message.Role.NOTICE, confirmation=confirmation)
+    assert status_of(confirmation) == status
     assert (notice.conversation_id, notice.notice_code) == (chat.pk, f"confirmation_{status}")
     assert notice.notice_params == {"tool": "notes_update"}
     assert capture_events == []
@@ -368,21 +370,21 @@ def test_settle_lapsed_expires_only_this_chats_lapsed_cards(user, chat, propose)
 
 
 def test_settle_lapsed_takes_a_chat_id_and_does_nothing_twice(chat, propose):
-    card = propose("notes_create", {"title": "Old"})
-    lapse(card)
+    confirmation = propose("notes_create", {"title": "Old"})
+    lapse(confirmation)
 
     assert confirmations.settle_lapsed(chat.pk) == 1
     assert confirmations.settle_lapsed(chat.pk) == 0
 
-    assert len(notices_of(card)) == 1
+    assert len(notices_of(confirmation)) == 1
 
 
 def test_settle_lapsed_on_a_deleted_chat_expires_the_card_without_a_notice(ref, chat, propose):
-    card = propose("notes_create", {"title": "Old"})
-    lapse(card)
+    confirmation = propose("notes_create", {"title": "Old"})
+    lapse(confirmation)
     delete_conversation(ref, chat.pk, impersonated=False)
 
     assert confirmations.settle_lapsed(chat) == 1
 
-    assert status_of(card) == Status.EXPIRED
-    assert notices_of(card) == []
+    assert status_of(confirmation) == Status.EXPIRED
+    assert notices_of(confirmation) == []

@@ -76,31 +76,31 @@ def note(user: Any) -> Note:
 
 
 @pytest.fixture
-def card(renames: list[dict[str, Any]], note: Note, propose: Callable[..., Confirmation]) -> Confirmation:
+def confirmation(renames: list[dict[str, Any]], note: Note, propose: Callable[..., Confirmation]) -> Confirmation:
     return propose("notes_rename", {"note_id": note.pk, "title": "Buy mlik!"})
 
 
-def refusal(ref: Any, card: Confirmation, edits: Any) -> dict[str, list[str]]:
+def refusal(ref: Any, confirmation: Confirmation, edits: Any) -> dict[str, list[str]]:
     with pytest.raises(ValidationError) as raised:
-        confirmations.confirm(ref, card.pk, impersonated=False, edits=edits)
+        confirmations.confirm(ref, confirmation.pk, impersonated=False, edits=edits)
     return raised.value.message_dict
 
 
-def test_a_valid_edit_runs_the_write_once_with_the_users_values(ref, card, note, renames):
-    decided = confirmations.confirm(ref, card.pk, impersonated=False, edits={"title": "Buy milk"})
+def test_a_valid_edit_runs_the_write_once_with_the_users_values(ref, confirmation, note, renames):
+    decided = confirmations.confirm(ref, confirmation.pk, impersonated=False, edits={"title": "Buy milk"})
 
     assert decided.status == Status.DONE
     assert renames == [{"note_id": note.pk, "title": "Buy milk"}]
     note.refresh_from_db()
     assert note.title == "Buy milk"
-    stored = Confirmation.objects.get(pk=card.pk)
+    stored = Confirmation.objects.get(pk=confirmation.pk)
     assert stored.edits == {"title": "Buy milk"} and stored.arguments["title"] == "Buy mlik!"  # both kept
-    notice = Message.objects.get(role=Message.Role.NOTICE, confirmation=card)
+    notice = Message.objects.get(role=Message.Role.NOTICE, confirmation=confirmation)
     assert (notice.notice_code, notice.notice_params) == ("confirmation_done", {"tool": "notes_rename", "edited": True})
 
 
-def test_the_model_reads_that_the_user_edited_the_card_and_the_values_that_ran(ref, card, chat):
-    confirmations.confirm(ref, card.pk, impersonated=False, edits={"title": "Buy milk"})
+def test_the_model_reads_that_the_user_edited_the_card_and_the_values_that_ran(ref, confirmation, chat):
+    confirmations.confirm(ref, confirmation.pk, impersonated=False, edits={"title": "Buy milk"})
 
     window = history.load(chat.pk, {"role": "user", "content": "and now?"}, 10_000)
 
@@ -109,11 +109,11 @@ def test_the_model_reads_that_the_user_edited_the_card_and_the_values_that_ran(r
     assert not any("Buy mlik!" in m["content"] for m in window)  # never the model's guess as if it ran
 
 
-def test_an_edit_the_schema_refuses_leaves_the_card_waiting_with_the_fields_message(ref, card, renames):
-    fields = refusal(ref, card, {"title": "x" * 21})
+def test_an_edit_the_schema_refuses_leaves_the_card_waiting_with_the_fields_message(ref, confirmation, renames):
+    fields = refusal(ref, confirmation, {"title": "x" * 21})
 
     assert fields == {"title": ["Ensure this value has at most 20 characters (it has 21)."]}
-    assert Confirmation.objects.get(pk=card.pk).status == Status.WAITING and renames == []
+    assert Confirmation.objects.get(pk=confirmation.pk).status == Status.WAITING and renames == []
 
 
 @pytest.mark.parametrize(
@@ -123,19 +123,21 @@ def test_an_edit_the_schema_refuses_leaves_the_card_waiting_with_the_fields_mess
         ({"pinned": "yes"}, "Enter a valid value."),
     ],
 )
-def test_a_schema_refusal_is_told_in_the_users_language(ref, card, edits, english):
+def test_a_schema_refusal_is_told_in_the_users_language(ref, confirmation, edits, english):
     with translation.override("ru"):
-        fields = refusal(ref, card, edits)
+        fields = refusal(ref, confirmation, edits)
     (messages,) = fields.values()
     assert messages and messages[0] != english and messages[0].strip()
-    assert refusal(ref, card, edits) == {next(iter(edits)): [english]}
+    assert refusal(ref, confirmation, edits) == {next(iter(edits)): [english]}
 
 
-def test_an_edit_the_tools_own_validation_refuses_leaves_the_card_waiting(ref, card, note, renames):
-    assert refusal(ref, card, {"title": "BUY MILK"}) == {"title": ["A title may not be all capitals."]}
-    assert Confirmation.objects.get(pk=card.pk).status == Status.WAITING and renames == []
+def test_an_edit_the_tools_own_validation_refuses_leaves_the_card_waiting(ref, confirmation, note, renames):
+    assert refusal(ref, confirmation, {"title": "BUY MILK"}) == {"title": ["A title may not be all capitals."]}
+    assert Confirmation.objects.get(pk=confirmation.pk).status == Status.WAITING and renames == []
     # and the card still confirms with a good edit afterwards
-    assert confirmations.confirm(ref, card.pk, impersonated=False, edits={"title": "Milk"}).status == Status.DONE
+    assert (
+        confirmations.confirm(ref, confirmation.pk, impersonated=False, edits={"title": "Milk"}).status == Status.DONE
+    )
 
 
 @pytest.mark.parametrize(
@@ -143,31 +145,33 @@ def test_an_edit_the_tools_own_validation_refuses_leaves_the_card_waiting(ref, c
     [{"note_id": 1}, {"owner": 2}, {"title": "Milk", "note_id": 1}],
     ids=["a field shown but not editable", "a field the card never offered", "one forged key among good ones"],
 )
-def test_a_key_the_card_does_not_offer_for_editing_refuses_the_whole_edit(ref, card, note, renames, edits):
-    fields = refusal(ref, card, edits)
+def test_a_key_the_card_does_not_offer_for_editing_refuses_the_whole_edit(ref, confirmation, note, renames, edits):
+    fields = refusal(ref, confirmation, edits)
 
     assert set(fields) == set(edits) - {"title"}
-    assert Confirmation.objects.get(pk=card.pk).status == Status.WAITING and renames == []
+    assert Confirmation.objects.get(pk=confirmation.pk).status == Status.WAITING and renames == []
     note.refresh_from_db()
     assert note.title == "Buy mlik"
 
 
-def test_edits_that_are_not_a_mapping_are_refused(ref, card, renames):
-    assert refusal(ref, card, ["title", "Milk"]) == {"__all__": ["The edits must map fields to values."]}
+def test_edits_that_are_not_a_mapping_are_refused(ref, confirmation, renames):
+    assert refusal(ref, confirmation, ["title", "Milk"]) == {"__all__": ["The edits must map fields to values."]}
     assert renames == []
 
 
-def test_an_edit_that_changes_nothing_is_no_edit(ref, card, renames):
-    decided = confirmations.confirm(ref, card.pk, impersonated=False, edits={"title": "Buy mlik!", "pinned": False})
+def test_an_edit_that_changes_nothing_is_no_edit(ref, confirmation, renames):
+    decided = confirmations.confirm(
+        ref, confirmation.pk, impersonated=False, edits={"title": "Buy mlik!", "pinned": False}
+    )
 
-    assert decided.status == Status.DONE and not Confirmation.objects.get(pk=card.pk).edits
-    assert renames == [{"note_id": card.arguments["note_id"], "title": "Buy mlik!"}]
+    assert decided.status == Status.DONE and not Confirmation.objects.get(pk=confirmation.pk).edits
+    assert renames == [{"note_id": confirmation.arguments["note_id"], "title": "Buy mlik!"}]
 
 
-def test_a_permission_lost_before_an_edited_confirm_refuses_the_write(ref, user, card, renames):
+def test_a_permission_lost_before_an_edited_confirm_refuses_the_write(ref, user, confirmation, renames):
     user.user_permissions.remove(Permission.objects.get(content_type__app_label="notes", codename="change_note"))
 
-    decided = confirmations.confirm(ref, card.pk, impersonated=False, edits={"title": "Milk"})
+    decided = confirmations.confirm(ref, confirmation.pk, impersonated=False, edits={"title": "Milk"})
 
     assert decided.status == Status.FAILED and renames == []
 
@@ -184,7 +188,7 @@ def _site_rules(ctx: Any, note_id: int, title: str, pinned: bool = False) -> Non
 
 
 @pytest.fixture
-def checked_card(declare: Callable[..., Any], note: Note, propose: Callable[..., Confirmation]) -> Confirmation:
+def checked_confirmation(declare: Callable[..., Any], note: Note, propose: Callable[..., Confirmation]) -> Confirmation:
     """A card of a tool whose own checks refuse as the site's views do (``Refused``)."""
 
     def notes_checked_rename(ctx: Any, **args: Any) -> None:
@@ -209,40 +213,40 @@ def checked_card(declare: Callable[..., Any], note: Note, propose: Callable[...,
     ids=["a field's message", "a message for the whole card"],
 )
 def test_an_edit_the_tool_refuses_as_invalid_arguments_leaves_the_card_waiting(
-    ref, user, checked_card, note, title, fields
+    ref, user, checked_confirmation, note, title, fields
 ):
     Note.objects.create(owner=user, title="Bread")
 
-    assert refusal(ref, checked_card, {"title": title}) == fields
+    assert refusal(ref, checked_confirmation, {"title": title}) == fields
 
-    assert Confirmation.objects.get(pk=checked_card.pk).status == Status.WAITING
+    assert Confirmation.objects.get(pk=checked_confirmation.pk).status == Status.WAITING
     note.refresh_from_db()
     assert note.title == "Buy mlik"
-    decided = confirmations.confirm(ref, checked_card.pk, impersonated=False, edits={"title": "Milk"})
+    decided = confirmations.confirm(ref, checked_confirmation.pk, impersonated=False, edits={"title": "Milk"})
     assert decided.status == Status.DONE  # and a good edit afterwards runs
 
 
-def test_an_edit_the_tool_refuses_as_denied_ends_the_card_failed(ref, checked_card, note):
-    decided = confirmations.confirm(ref, checked_card.pk, impersonated=False, edits={"title": "Secret"})
+def test_an_edit_the_tool_refuses_as_denied_ends_the_card_failed(ref, checked_confirmation, note):
+    decided = confirmations.confirm(ref, checked_confirmation.pk, impersonated=False, edits={"title": "Secret"})
 
     assert (decided.status, decided.outcome) == (Status.FAILED, "not_permitted")
     note.refresh_from_db()
     assert note.title == "Buy mlik"
 
 
-def test_the_api_answers_a_refused_edit_as_a_card_still_waiting_with_the_fields_messages(session, card, note):
+def test_the_api_answers_a_refused_edit_as_a_card_still_waiting_with_the_fields_messages(session, confirmation, note):
     client, _ref = session
-    url = reverse("agent:confirmation_confirm", args=[card.pk])
+    url = reverse("agent:confirmation_confirm", args=[confirmation.pk])
 
     refused = client.post(url, {"edits": {"title": "BUY MILK"}}, content_type="application/json")
     done = client.post(url, {"edits": {"title": "Buy milk"}}, content_type="application/json")
 
     # a refused edit is an answer the page expects (as an invalid form re-shown is): the card still waits
     assert refused.status_code == 200
-    assert refused.json()["confirmation"] == {"id": str(card.pk), "status": "waiting", "edited": False}
+    assert refused.json()["confirmation"] == {"id": str(confirmation.pk), "status": "waiting", "edited": False}
     assert refused.json()["refused"]["fields"] == {"title": ["A title may not be all capitals."]}
     assert done.status_code == 200 and done.json()["confirmation"] == {
-        "id": str(card.pk),
+        "id": str(confirmation.pk),
         "status": "done",
         "edited": True,
     }

@@ -43,36 +43,36 @@ def at_once(*actions: Callable[[], Any]) -> list[Any]:
 
 def test_a_double_click_runs_the_write_exactly_once(ref, user, propose):
     for attempt in range(10):
-        card = propose("notes_create", {"title": f"Note {attempt}"}, call_id=f"call_{attempt}")
+        confirmation = propose("notes_create", {"title": f"Note {attempt}"}, call_id=f"call_{attempt}")
 
-        def click(card_id: Any = card.pk) -> Any:
-            return confirmations.confirm(ref, card_id, impersonated=False)
+        def click(confirmation_id: Any = confirmation.pk) -> Any:
+            return confirmations.confirm(ref, confirmation_id, impersonated=False)
 
         results = at_once(click, click)
 
         statuses = sorted(type(r).__name__ if isinstance(r, Exception) else r.status for r in results)
         assert statuses == ["NotWaiting", "done"], (attempt, results)
         assert Note.objects.filter(title=f"Note {attempt}").count() == 1
-        assert Message.objects.filter(confirmation=card, role=Message.Role.NOTICE).count() == 1
+        assert Message.objects.filter(confirmation=confirmation, role=Message.Role.NOTICE).count() == 1
     assert Note.objects.count() == 10
 
 
 def test_confirm_and_cancel_at_once_decide_the_card_once(ref, user, propose):
     for attempt in range(10):
-        card = propose("notes_create", {"title": f"Race {attempt}"}, call_id=f"call_{attempt}")
+        confirmation = propose("notes_create", {"title": f"Race {attempt}"}, call_id=f"call_{attempt}")
 
         results = at_once(
-            lambda card_id=card.pk: confirmations.confirm(ref, card_id, impersonated=False),
-            lambda card_id=card.pk: confirmations.cancel(ref, card_id, impersonated=False),
+            lambda confirmation_id=confirmation.pk: confirmations.confirm(ref, confirmation_id, impersonated=False),
+            lambda confirmation_id=confirmation.pk: confirmations.cancel(ref, confirmation_id, impersonated=False),
         )
 
         decided = [r for r in results if isinstance(r, Confirmation)]
         refused = [r for r in results if isinstance(r, NotWaiting)]
         assert (len(decided), len(refused)) == (1, 1), (attempt, results)
-        stored = Confirmation.objects.get(pk=card.pk).status
+        stored = Confirmation.objects.get(pk=confirmation.pk).status
         assert stored == decided[0].status
         assert Note.objects.filter(title=f"Race {attempt}").count() == (1 if stored == "done" else 0)
-        assert Message.objects.filter(confirmation=card, role=Message.Role.NOTICE).count() == 1
+        assert Message.objects.filter(confirmation=confirmation, role=Message.Role.NOTICE).count() == 1
 
 
 def test_a_card_from_a_scripted_turn_is_confirmed_once(ref, user, endpoint, model_server):
@@ -81,12 +81,12 @@ def test_a_card_from_a_scripted_turn_is_confirmed_once(ref, user, endpoint, mode
     model_server.push(tool_calls(("notes_create", {"title": "Buy milk"})))
     turn = turns.start(ref, chat.pk, "make a note to buy milk", impersonated=False)
     run_turn(str(turn.pk))
-    card = Confirmation.objects.get(conversation=chat)
-    assert (card.status, card.turn_id) == ("waiting", turn.pk)
+    confirmation = Confirmation.objects.get(conversation=chat)
+    assert (confirmation.status, confirmation.turn_id) == ("waiting", turn.pk)
     assert not Note.objects.exists()
 
     # when the user clicks Confirm twice at once
-    at_once(*[lambda: confirmations.confirm(ref, card.pk, impersonated=False)] * 2)
+    at_once(*[lambda: confirmations.confirm(ref, confirmation.pk, impersonated=False)] * 2)
 
     # then the note exists once and the chat shows one outcome
     assert list(Note.objects.values_list("owner", "title")) == [(user.pk, "Buy milk")]

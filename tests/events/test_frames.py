@@ -28,7 +28,7 @@ async def reply_to(ws: Any, frame: dict[str, Any], kind: str) -> dict[str, Any]:
 
 
 @sync_to_async
-def card_for(ref: SessionRef, chat: Conversation, title: str) -> Confirmation:
+def confirmation_for(ref: SessionRef, chat: Conversation, title: str) -> Confirmation:
     result = execute_as(
         authorize_session(ref, impersonated=False),
         "notes_create",
@@ -75,20 +75,20 @@ async def test_stop_asks_the_chats_live_turn_to_stop(
 
 
 async def test_confirm_runs_the_cards_write_once(session: tuple[Client, SessionRef], chat: Conversation) -> None:
-    card = await card_for(session[1], chat, "Buy milk")
+    confirmation = await confirmation_for(session[1], chat, "Buy milk")
     ws = await opened(session[0])
-    decided = await reply_to(ws, {"type": "confirm", "confirmation": str(card.pk)}, "decided")
-    assert (decided["confirmation"], decided["status"]) == (str(card.pk), "done")
-    again = await reply_to(ws, {"type": "confirm", "confirmation": str(card.pk)}, "error")
+    decided = await reply_to(ws, {"type": "confirm", "confirmation": str(confirmation.pk)}, "decided")
+    assert (decided["confirmation"], decided["status"]) == (str(confirmation.pk), "done")
+    again = await reply_to(ws, {"type": "confirm", "confirmation": str(confirmation.pk)}, "error")
     assert again["error"] == "not_waiting"
     assert await Note.objects.filter(title="Buy milk").acount() == 1
     await ws.disconnect()
 
 
 async def test_cancel_drops_the_cards_write(session: tuple[Client, SessionRef], chat: Conversation) -> None:
-    card = await card_for(session[1], chat, "Buy milk")
+    confirmation = await confirmation_for(session[1], chat, "Buy milk")
     ws = await opened(session[0])
-    decided = await reply_to(ws, {"type": "cancel", "confirmation": str(card.pk)}, "decided")
+    decided = await reply_to(ws, {"type": "cancel", "confirmation": str(confirmation.pk)}, "decided")
     assert decided["status"] == "cancelled"
     assert not await Note.objects.aexists()
     await ws.disconnect()

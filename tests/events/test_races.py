@@ -152,7 +152,7 @@ async def test_a_tab_regenerating_while_another_switches(
     await settled(chat, tabs)
 
 
-async def retitle_card(ref: SessionRef, chat: Conversation, user: Any, model_server: Any) -> Confirmation:
+async def retitle_confirmation(ref: SessionRef, chat: Conversation, user: Any, model_server: Any) -> Confirmation:
     """A card, waiting, to retitle the user's note "Buy mlik" as the model's "Buy mlik!"."""
     note = await sync_to_async(Note.objects.create)(owner=user, title="Buy mlik")
     model_server.push(tool_calls(("notes_retitle", {"note_id": note.pk, "title": "Buy mlik!"})))
@@ -169,9 +169,9 @@ async def test_a_card_confirmed_with_an_edit_shows_the_value_that_ran_in_every_t
     session: tuple[Client, SessionRef], chat: Conversation, endpoint: Any, model_server: Any, user: Any, transport: str
 ) -> None:
     ref = session[1]
-    card = await retitle_card(ref, chat, user, model_server)
+    confirmation = await retitle_confirmation(ref, chat, user, model_server)
     tabs = await two_tabs(transport, session, chat)
-    await sync_to_async(confirmations.confirm)(ref, card.pk, impersonated=False, edits={"title": "Buy milk"})
+    await sync_to_async(confirmations.confirm)(ref, confirmation.pk, impersonated=False, edits={"title": "Buy milk"})
     outcome = (await settled(chat, tabs))[-1]
     for mirror in tabs:
         (notice,) = [f["message"] for f in mirror.frames if f["type"] == "message"]
@@ -183,17 +183,17 @@ async def test_two_tabs_deciding_a_card_at_once_each_see_the_one_decision_with_t
     session: tuple[Client, SessionRef], chat: Conversation, endpoint: Any, model_server: Any, user: Any, transport: str
 ) -> None:
     ref = session[1]
-    card = await retitle_card(ref, chat, user, model_server)
+    confirmation = await retitle_confirmation(ref, chat, user, model_server)
     tabs = await two_tabs(transport, session, chat)
     outcomes = await race(
-        lambda: confirmations.confirm(ref, card.pk, impersonated=False, edits={"title": "Buy milk"}),
-        lambda: confirmations.cancel(ref, card.pk, impersonated=False),
+        lambda: confirmations.confirm(ref, confirmation.pk, impersonated=False, edits={"title": "Buy milk"}),
+        lambda: confirmations.cancel(ref, confirmation.pk, impersonated=False),
     )
     decided = [value for kind, value in outcomes if kind == "ok"]
     assert len(decided) == 1 and all(isinstance(v, NotWaiting) for kind, v in outcomes if kind == "error")
     line = await settled(chat, tabs)
     outcome = line[-1]
-    assert outcome.confirmation_id == card.pk and outcome.notice_code == f"confirmation_{decided[0].status}"
+    assert outcome.confirmation_id == confirmation.pk and outcome.notice_code == f"confirmation_{decided[0].status}"
     for mirror in tabs:  # the outcome's frame: on a confirm, the card's rows as they ran, the user's value in them
         frames = [f["message"] for f in mirror.frames if f["type"] == "message"]
         (notice,) = [m for m in frames if m["id"] == str(outcome.pk)]
@@ -213,17 +213,17 @@ async def test_a_card_confirmed_while_another_tab_regenerates_its_answer(
         tool_calls(("notes_create", {"title": "Buy milk"})), tool_calls(("notes_create", {"title": "Buy milk"}))
     )
     await run(await sync_to_async(turns.start)(ref, chat.pk, "note: buy milk", impersonated=False))
-    card = await sync_to_async(Confirmation.objects.get)()
-    card_message = await sync_to_async(Message.objects.get)(confirmation=card, role=Message.Role.TOOL)
+    confirmation = await sync_to_async(Confirmation.objects.get)()
+    confirmation_message = await sync_to_async(Message.objects.get)(confirmation=confirmation, role=Message.Role.TOOL)
     tabs = await two_tabs(transport, session, chat)
     outcomes = await race(
-        lambda: confirmations.confirm(ref, card.pk, impersonated=False),
-        lambda: turns.regenerate(ref, chat.pk, card_message.pk, impersonated=False),
+        lambda: confirmations.confirm(ref, confirmation.pk, impersonated=False),
+        lambda: turns.regenerate(ref, chat.pk, confirmation_message.pk, impersonated=False),
     )
     if outcomes[1][0] == "ok":
         await run(outcomes[1][1])
     await settled(chat, tabs)
-    status = (await sync_to_async(Confirmation.objects.get)(pk=card.pk)).status
+    status = (await sync_to_async(Confirmation.objects.get)(pk=confirmation.pk)).status
     # confirmed first (the note is written, once), or cancelled by the regenerate that took its answer off the line
     assert (status, await sync_to_async(Note.objects.count)()) in {("done", 1), ("cancelled", 0)}
     if status == "cancelled":

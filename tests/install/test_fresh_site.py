@@ -90,12 +90,12 @@ def test_a_site_set_up_as_the_readme_says_carries_a_turn_through_a_read_and_a_co
             model_server.push(tool_calls(("todo_add", {"title": "Buy milk"})))
             assert visitor.api(f"/assistant/api/conversations/{chat}/send/", {"text": "Add: buy milk"})[0] == 200
             seen = frames_until(socket, lambda f: _message(f, role="tool", tool_name="todo_add"))
-            card = seen[-1]["message"]["confirmation"]
+            confirmation = seen[-1]["message"]["confirmation"]
             # then it waits on a card, and nothing is written before Confirm
-            assert card["status"] == "waiting" and card["preview"]["title"] == "Buy milk"
+            assert confirmation["status"] == "waiting" and confirmation["preview"]["title"] == "Buy milk"
             assert site.tasks() == []
             wait_until(lambda: not visitor.api(f"/assistant/api/conversations/{chat}/")[1]["turn"], 30, "turn end")
-            status, decided = visitor.api(f"/assistant/api/confirmations/{card['id']}/confirm/", {})
+            status, decided = visitor.api(f"/assistant/api/confirmations/{confirmation['id']}/confirm/", {})
             assert (status, decided["confirmation"]["status"]) == (200, "done")
             frames_until(
                 socket,

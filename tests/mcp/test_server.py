@@ -224,17 +224,17 @@ def test_a_write_without_elicitation_waits_as_a_card_confirmed_on_the_page_once(
     assert result.is_error is False
     data = result.structured_content
     assert data["status"] == "confirmation_required"
-    card = Confirmation.objects.get(pk=data["confirmation_id"])
-    assert card.status == "waiting" and card.user_id == user.pk
-    assert data["url"] == hosts[0].url + reverse("agent:chat_open", args=[card.conversation_id])
-    chat = Conversation.objects.get(pk=card.conversation_id)
+    confirmation = Confirmation.objects.get(pk=data["confirmation_id"])
+    assert confirmation.status == "waiting" and confirmation.user_id == user.pk
+    assert data["url"] == hosts[0].url + reverse("agent:chat_open", args=[confirmation.conversation_id])
+    chat = Conversation.objects.get(pk=confirmation.conversation_id)
     assert chat.title == "ChatGPT (MCP)"  # an older client gives no name in a stateless call: the token's
     shown = Message.objects.get(conversation=chat, role="tool")
-    assert shown.confirmation_id == card.pk and shown.tool_outcome == "needs_confirmation"
+    assert shown.confirmation_id == confirmation.pk and shown.tool_outcome == "needs_confirmation"
     assert not Note.objects.filter(owner=user).exists()
 
     page, csrf = csrf_client(user)
-    door = reverse("agent:confirmation_confirm", args=[card.pk])
+    door = reverse("agent:confirmation_confirm", args=[confirmation.pk])
     first = page.post(door, "{}", content_type="application/json", HTTP_X_CSRFTOKEN=csrf)
     again = page.post(door, "{}", content_type="application/json", HTTP_X_CSRFTOKEN=csrf)
 
@@ -277,10 +277,10 @@ def test_a_write_asked_through_elicitation_and_accepted_with_an_edit_runs_once_w
     assert set(reached) == {server.port for server in hosts}  # the answer came back through the other host
     note.refresh_from_db()
     assert note.title == "Edited title"
-    card = Confirmation.objects.get(pk=result.structured_content["confirmation_id"])
-    assert card.status == "done" and card.edits == {"title": "Edited title"}
-    assert Conversation.objects.get(pk=card.conversation_id).title == "Claude (MCP)"
-    assert Message.objects.filter(confirmation=card, notice_code="confirmation_done").count() == 1
+    confirmation = Confirmation.objects.get(pk=result.structured_content["confirmation_id"])
+    assert confirmation.status == "done" and confirmation.edits == {"title": "Edited title"}
+    assert Conversation.objects.get(pk=confirmation.conversation_id).title == "Claude (MCP)"
+    assert Message.objects.filter(confirmation=confirmation, notice_code="confirmation_done").count() == 1
 
 
 def test_a_write_declined_in_the_client_is_cancelled(hosts: Any) -> None:

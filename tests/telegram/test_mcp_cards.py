@@ -29,15 +29,15 @@ def mcp_write(user: Any, title: str) -> Confirmation:
     secret = issue_token(user, f"Claude {title}")
     scope = authorize_session(McpRef(tokens.digest(secret)), impersonated=False)
     made = calls.call(scope, "notes_create", {"title": title}, client="Claude", site="http://testserver")
-    assert made.card is not None and made.card.status == "waiting"
-    return made.card
+    assert made.confirmation is not None and made.confirmation.status == "waiting"
+    return made.confirmation
 
 
 def test_an_mcp_card_is_shown_in_telegram_and_confirmed_there_once(
     worker: Any, bot_api: FakeBotApi, ref: SessionRef, user: Any
 ) -> None:
     connect(bot_api, ref, CHAT)
-    card = mcp_write(user, "From Claude")
+    confirmation = mcp_write(user, "From Claude")
 
     shown = wait_until(lambda: next((m for m in bot_api.chat(CHAT) if m.buttons), None), 15, "the card in Telegram")
     assert "Create a note" in shown.text and "From Claude" in shown.text
@@ -47,7 +47,7 @@ def test_an_mcp_card_is_shown_in_telegram_and_confirmed_there_once(
 
     wait_until(lambda: len(bot_api.answers) == 2, what="both presses answered")
     assert Note.objects.filter(title="From Claude").count() == 1
-    assert Confirmation.objects.get(pk=card.pk).status == "done"
+    assert Confirmation.objects.get(pk=confirmation.pk).status == "done"
     wait_until(lambda: not bot_api.messages[(CHAT, shown.message_id)].buttons, what="the card's buttons gone")
 
 
@@ -68,10 +68,10 @@ def test_an_mcp_card_decided_on_the_page_is_edited_in_telegram_in_the_users_lang
 ) -> None:
     UserSettingsFactory(user=user, language="ru")
     connect(bot_api, ref, CHAT)
-    card = mcp_write(user, "Milk")
+    confirmation = mcp_write(user, "Milk")
     shown = wait_until(lambda: next((m for m in bot_api.chat(CHAT) if m.buttons), None), 15, "the card in Telegram")
 
-    confirmations.confirm(ref, card.pk, impersonated=False)
+    confirmations.confirm(ref, confirmation.pk, impersonated=False)
 
     wait_until(lambda: not bot_api.messages[(CHAT, shown.message_id)].buttons, what="the card's buttons gone")
     assert "Выполнено" in bot_api.messages[(CHAT, shown.message_id)].text

@@ -171,11 +171,11 @@ def test_a_read_counts_once_against_the_users_throttle_as_a_request_does(session
 
 def test_a_card_made_before_the_user_was_throttled_fails_at_confirm_as_the_request_would(session, chat, tools):
     client, ref = session
-    card = call(ref, chat, "note_create", {"title": "Made last"}).confirmation
+    confirmation = call(ref, chat, "note_create", {"title": "Made last"}).confirmation
     for n in range(3):
         assert http(client, "POST", "/api/notes/", {"title": f"Note {n}"}).status_code == 201
 
-    decided = confirmations.confirm(ref, card.pk, impersonated=False)
+    decided = confirmations.confirm(ref, confirmation.pk, impersonated=False)
 
     assert (decided.status, decided.outcome) == (Status.FAILED, "denied")
     assert not Note.objects.filter(title="Made last").exists()
@@ -374,9 +374,9 @@ def propose_rename(ref: Any, chat: Any, note: Note, title: str = "Oat milk") -> 
 
 
 def test_an_update_is_a_card_showing_old_and_new_and_runs_only_at_confirm(ref, chat, tools, mine):
-    card = propose_rename(ref, chat, mine)
+    confirmation = propose_rename(ref, chat, mine)
 
-    rows = {row["name"]: row for row in card.preview["fields"]}
+    rows = {row["name"]: row for row in confirmation.preview["fields"]}
     assert rows["pk"] == {"name": "pk", "label": "Note", "value": "Buy mlik", "editable": False}
     assert rows["title"] == {
         "name": "title",
@@ -388,16 +388,16 @@ def test_an_update_is_a_card_showing_old_and_new_and_runs_only_at_confirm(ref, c
     }
     mine.refresh_from_db()
     assert mine.title == "Buy mlik"  # nothing ran before the click
-    assert confirmations.confirm(ref, card.pk, impersonated=False).status == Status.DONE
+    assert confirmations.confirm(ref, confirmation.pk, impersonated=False).status == Status.DONE
     mine.refresh_from_db()
     assert (mine.title, mine.body) == ("Oat milk", "two litres")
 
 
 def test_a_permission_removed_between_the_card_and_the_click_refuses_the_write(ref, user, chat, tools, mine):
-    card = propose_rename(ref, chat, mine)
+    confirmation = propose_rename(ref, chat, mine)
     user.user_permissions.remove(Permission.objects.get(content_type__app_label="notes", codename="change_note"))
 
-    decided = confirmations.confirm(ref, card.pk, impersonated=False)
+    decided = confirmations.confirm(ref, confirmation.pk, impersonated=False)
 
     assert (decided.status, decided.outcome) == (Status.FAILED, "denied")
     mine.refresh_from_db()
@@ -405,41 +405,44 @@ def test_a_permission_removed_between_the_card_and_the_click_refuses_the_write(r
 
 
 def test_an_object_changed_since_the_card_refuses_the_write_as_stale(ref, chat, tools, mine):
-    card = propose_rename(ref, chat, mine)
+    confirmation = propose_rename(ref, chat, mine)
     Note.objects.filter(pk=mine.pk).update(body="three litres")
 
-    assert confirmations.confirm(ref, card.pk, impersonated=False).status == Status.STALE
+    assert confirmations.confirm(ref, confirmation.pk, impersonated=False).status == Status.STALE
     mine.refresh_from_db()
     assert mine.title == "Buy mlik"
 
 
 def test_an_edit_the_serializer_refuses_leaves_the_card_waiting_with_its_message(ref, chat, tools, mine):
-    card = propose_rename(ref, chat, mine)
+    confirmation = propose_rename(ref, chat, mine)
 
     with pytest.raises(ValidationError) as refused:
-        confirmations.confirm(ref, card.pk, impersonated=False, edits={"title": "OAT MILK"})
+        confirmations.confirm(ref, confirmation.pk, impersonated=False, edits={"title": "OAT MILK"})
 
     assert refused.value.message_dict == {"title": ["A title may not be all capitals."]}
-    assert Confirmation.objects.get(pk=card.pk).status == Status.WAITING
+    assert Confirmation.objects.get(pk=confirmation.pk).status == Status.WAITING
 
 
 def test_an_edit_that_passes_runs_once_with_the_users_value(ref, chat, tools, mine):
-    card = propose_rename(ref, chat, mine, title="Oat mlik")
+    confirmation = propose_rename(ref, chat, mine, title="Oat mlik")
 
-    assert confirmations.confirm(ref, card.pk, impersonated=False, edits={"title": "Oat milk"}).status == Status.DONE
+    assert (
+        confirmations.confirm(ref, confirmation.pk, impersonated=False, edits={"title": "Oat milk"}).status
+        == Status.DONE
+    )
 
     mine.refresh_from_db()
     assert mine.title == "Oat milk"
     with pytest.raises(confirmations.NotWaiting):  # a second click runs nothing
-        confirmations.confirm(ref, card.pk, impersonated=False, edits={"title": "Again"})
+        confirmations.confirm(ref, confirmation.pk, impersonated=False, edits={"title": "Again"})
 
 
 @pytest.mark.parametrize("forged", [{"body": "changed too"}, {"pk": 1}, {"owner": "someone"}])
 def test_an_edit_of_a_field_the_card_did_not_offer_is_refused(ref, chat, tools, mine, forged):
-    card = propose_rename(ref, chat, mine)
+    confirmation = propose_rename(ref, chat, mine)
 
     with pytest.raises(ValidationError):
-        confirmations.confirm(ref, card.pk, impersonated=False, edits={"title": "Oat milk", **forged})
+        confirmations.confirm(ref, confirmation.pk, impersonated=False, edits={"title": "Oat milk", **forged})
 
     mine.refresh_from_db()
     assert (mine.title, mine.body) == ("Buy mlik", "two litres")

@@ -215,15 +215,20 @@ def test_a_write_becomes_a_waiting_card_and_nothing_is_applied(scope, chat, user
 
     result = run(scope, "notes_create", {"title": "Buy milk"}, chat, call_id="call_w")
 
-    card = Confirmation.objects.get()
+    confirmation = Confirmation.objects.get()
     assert result.outcome == "needs_confirmation"
-    assert result.result == {"status": "confirmation_required", "confirmation_id": str(card.pk)}
-    assert result.confirmation == card
-    assert (card.user, card.conversation, card.tool_name, card.call_id) == (user, chat, "notes_create", "call_w")
-    assert (card.status, card.arguments) == ("waiting", {"title": "Buy milk"})
-    assert card.preview == {"title": "Buy milk", "body": ""}
-    assert card.fingerprint
-    assert before + timedelta(seconds=899) < card.expires_at <= timezone.now() + timedelta(seconds=900)
+    assert result.result == {"status": "confirmation_required", "confirmation_id": str(confirmation.pk)}
+    assert result.confirmation == confirmation
+    assert (confirmation.user, confirmation.conversation, confirmation.tool_name, confirmation.call_id) == (
+        user,
+        chat,
+        "notes_create",
+        "call_w",
+    )
+    assert (confirmation.status, confirmation.arguments) == ("waiting", {"title": "Buy milk"})
+    assert confirmation.preview == {"title": "Buy milk", "body": ""}
+    assert confirmation.fingerprint
+    assert before + timedelta(seconds=899) < confirmation.expires_at <= timezone.now() + timedelta(seconds=900)
     assert not Note.objects.exists()
 
 

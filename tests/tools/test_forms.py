@@ -146,18 +146,18 @@ def test_the_forms_clean_refuses_the_models_call_and_the_users_edit(ref, chat, n
     assert shouting.outcome == "invalid_arguments"
     assert shouting.result["details"] == ["title: A title may not be all capitals."]
 
-    card = call(ref, chat, "note_form_edit", {"note_id": mine.pk, "title": "Oat milk"}).confirmation
+    confirmation = call(ref, chat, "note_form_edit", {"note_id": mine.pk, "title": "Oat milk"}).confirmation
     with pytest.raises(ValidationError) as refused:
-        confirmations.confirm(ref, card.pk, impersonated=False, edits={"title": "two litres"})
+        confirmations.confirm(ref, confirmation.pk, impersonated=False, edits={"title": "two litres"})
     assert refused.value.message_dict == {"__all__": ["The text must say more than the title."]}
-    assert Confirmation.objects.get(pk=card.pk).status == Status.WAITING
+    assert Confirmation.objects.get(pk=confirmation.pk).status == Status.WAITING
 
 
 def test_an_object_changed_since_the_card_refuses_the_save_as_stale(ref, chat, note_form, mine):
-    card = call(ref, chat, "note_form_edit", {"note_id": mine.pk, "title": "Oat milk"}).confirmation
+    confirmation = call(ref, chat, "note_form_edit", {"note_id": mine.pk, "title": "Oat milk"}).confirmation
     Note.objects.filter(pk=mine.pk).update(body="three litres")
 
-    assert confirmations.confirm(ref, card.pk, impersonated=False).status == Status.STALE
+    assert confirmations.confirm(ref, confirmation.pk, impersonated=False).status == Status.STALE
     mine.refresh_from_db()
     assert mine.title == "Buy mlik"
 
@@ -176,10 +176,10 @@ def test_a_note_the_sites_instance_does_not_find_is_denied_the_same_whether_anot
 
 
 def test_a_note_deleted_before_confirm_refuses_the_save(ref, chat, note_form, mine):
-    card = call(ref, chat, "note_form_edit", {"note_id": mine.pk, "title": "Oat milk"}).confirmation
+    confirmation = call(ref, chat, "note_form_edit", {"note_id": mine.pk, "title": "Oat milk"}).confirmation
     mine.delete()
 
-    decided = confirmations.confirm(ref, card.pk, impersonated=False)
+    decided = confirmations.confirm(ref, confirmation.pk, impersonated=False)
 
     assert (decided.status, decided.outcome) == (Status.FAILED, "denied")
     assert not Note.objects.exists()
@@ -187,10 +187,10 @@ def test_a_note_deleted_before_confirm_refuses_the_save(ref, chat, note_form, mi
 
 @pytest.mark.parametrize("edits", [None, {"title": "Oat milk!"}], ids=["as proposed", "edited"])
 def test_a_permission_removed_before_confirm_refuses_the_save(ref, user, chat, note_form, mine, edits):
-    card = call(ref, chat, "note_form_edit", {"note_id": mine.pk, "title": "Oat milk"}).confirmation
+    confirmation = call(ref, chat, "note_form_edit", {"note_id": mine.pk, "title": "Oat milk"}).confirmation
     user.user_permissions.remove(Permission.objects.get(content_type__app_label="notes", codename="change_note"))
 
-    decided = confirmations.confirm(ref, card.pk, impersonated=False, edits=edits)
+    decided = confirmations.confirm(ref, confirmation.pk, impersonated=False, edits=edits)
 
     assert decided.status == Status.FAILED
     mine.refresh_from_db()
@@ -205,13 +205,13 @@ def test_a_permission_removed_before_confirm_refuses_the_save(ref, user, chat, n
 def test_an_edit_of_a_key_the_card_did_not_offer_is_refused_and_changes_nothing(ref, chat, note_form, mine, forged):
     theirs = Note.objects.create(owner=UserFactory(), title="Diary", body="private")
     forged = {key: theirs.pk if value == "theirs" else value for key, value in forged.items()}
-    card = call(ref, chat, "note_form_edit", {"note_id": mine.pk, "title": "Oat mlik"}).confirmation
+    confirmation = call(ref, chat, "note_form_edit", {"note_id": mine.pk, "title": "Oat mlik"}).confirmation
 
     with pytest.raises(ValidationError) as refused:
-        confirmations.confirm(ref, card.pk, impersonated=False, edits={"title": "Oat milk", **forged})
+        confirmations.confirm(ref, confirmation.pk, impersonated=False, edits={"title": "Oat milk", **forged})
 
     assert set(refused.value.message_dict) == set(forged)
-    assert Confirmation.objects.get(pk=card.pk).status == Status.WAITING
+    assert Confirmation.objects.get(pk=confirmation.pk).status == Status.WAITING
     assert set(Note.objects.values_list("title", "body", "owner")) == {
         ("Buy mlik", "two litres", mine.owner_id),
         ("Diary", "private", theirs.owner_id),
@@ -219,13 +219,16 @@ def test_an_edit_of_a_key_the_card_did_not_offer_is_refused_and_changes_nothing(
 
 
 def test_a_form_field_the_card_did_not_offer_keeps_its_value_through_an_edited_save(ref, chat, note_form, mine):
-    card = call(ref, chat, "note_form_edit", {"note_id": mine.pk, "title": "Oat mlik"}).confirmation
-    assert [row["name"] for row in card.preview["fields"]] == ["title"]
+    confirmation = call(ref, chat, "note_form_edit", {"note_id": mine.pk, "title": "Oat mlik"}).confirmation
+    assert [row["name"] for row in confirmation.preview["fields"]] == ["title"]
 
-    assert confirmations.confirm(ref, card.pk, impersonated=False, edits={"title": "Oat milk"}).status == Status.DONE
+    assert (
+        confirmations.confirm(ref, confirmation.pk, impersonated=False, edits={"title": "Oat milk"}).status
+        == Status.DONE
+    )
 
     mine.refresh_from_db()
-    assert (mine.title, mine.body, mine.owner_id) == ("Oat milk", "two litres", card.user_id)
+    assert (mine.title, mine.body, mine.owner_id) == ("Oat milk", "two litres", confirmation.user_id)
 
 
 def test_a_plain_form_needs_a_save_and_a_write_needs_a_module():
@@ -237,11 +240,11 @@ def test_a_plain_form_needs_a_save_and_a_write_needs_a_module():
 
 @pytest.mark.django_db(transaction=True)
 def test_a_double_click_saves_the_form_once(ref, chat, note_form, mine):
-    card = call(ref, chat, "note_form_edit", {"note_id": mine.pk, "title": "Oat milk"}).confirmation
+    confirmation = call(ref, chat, "note_form_edit", {"note_id": mine.pk, "title": "Oat milk"}).confirmation
     saved: list[Any] = []
     post_save.connect(lambda instance, **kw: saved.append(instance.pk), sender=Note, weak=False, dispatch_uid="saves")
     try:
-        outcomes = at_once(*[lambda: confirmations.confirm(ref, card.pk, impersonated=False).status] * 2)
+        outcomes = at_once(*[lambda: confirmations.confirm(ref, confirmation.pk, impersonated=False).status] * 2)
     finally:
         post_save.disconnect(sender=Note, dispatch_uid="saves")
 

@@ -116,14 +116,14 @@ def http(client: Any, method: str, url: str, data: Any = None, **query: Any) -> 
 
 
 def test_a_feeding_proposed_from_a_running_timer_leaves_the_timer_running_until_confirm(ref, chat, tools, timer):
-    card = proposed(ref, chat, "feeding_create", {"timer": timer.pk, "method": "bottle"})
+    confirmation = proposed(ref, chat, "feeding_create", {"timer": timer.pk, "method": "bottle"})
     assert Timer.objects.filter(pk=timer.pk).exists()  # validate() stopped it, and that was undone
 
     with pytest.raises(ValidationError):  # an edit checked, refused by the view: still nothing
-        confirmations.confirm(ref, card.pk, impersonated=False, edits={"method": "by spoon"})
+        confirmations.confirm(ref, confirmation.pk, impersonated=False, edits={"method": "by spoon"})
     assert Timer.objects.filter(pk=timer.pk).exists()
 
-    done = confirmations.confirm(ref, card.pk, impersonated=False, edits={"method": "left breast"})
+    done = confirmations.confirm(ref, confirmation.pk, impersonated=False, edits={"method": "left breast"})
 
     assert done.status == Status.DONE, done.outcome
     assert not Timer.objects.filter(pk=timer.pk).exists()
@@ -132,15 +132,15 @@ def test_a_feeding_proposed_from_a_running_timer_leaves_the_timer_running_until_
 
 
 def test_cancelling_a_feeding_card_leaves_the_timer_as_it_was(ref, chat, tools, timer):
-    card = proposed(ref, chat, "feeding_create", {"timer": timer.pk, "method": "bottle"})
+    confirmation = proposed(ref, chat, "feeding_create", {"timer": timer.pk, "method": "bottle"})
 
-    confirmations.cancel(ref, card.pk, impersonated=False)
+    confirmations.cancel(ref, confirmation.pk, impersonated=False)
 
     assert Timer.objects.filter(pk=timer.pk).exists() and not Feeding.objects.exists()
 
 
 def test_a_forms_clean_that_makes_tags_makes_none_before_confirm(ref, chat, tools, emma):
-    card = proposed(
+    confirmation = proposed(
         ref,
         chat,
         "weight_form_add",
@@ -148,7 +148,7 @@ def test_a_forms_clean_that_makes_tags_makes_none_before_confirm(ref, chat, tool
     )
     assert not Tag.objects.exists()
 
-    assert confirmations.confirm(ref, card.pk, impersonated=False).status == Status.DONE
+    assert confirmations.confirm(ref, confirmation.pk, impersonated=False).status == Status.DONE
     assert sorted(Weight.objects.get().tags.values_list("name", flat=True)) == ["birth", "hospital"]
 
 
@@ -163,11 +163,11 @@ def weighed(emma: Child) -> Weight:
 
 
 def test_a_form_edit_of_one_field_saves_the_many_to_many_tags_as_they_were(ref, chat, tools, weighed):
-    card = proposed(ref, chat, "weight_form_edit", {"weight_id": weighed.pk, "weight": 3.3})
-    rows = {row["name"]: row for row in card.preview["fields"]}
+    confirmation = proposed(ref, chat, "weight_form_edit", {"weight_id": weighed.pk, "weight": 3.3})
+    rows = {row["name"]: row for row in confirmation.preview["fields"]}
     assert rows["weight"]["old"] == 3.2 and "tags" not in rows
 
-    assert confirmations.confirm(ref, card.pk, impersonated=False, edits={"weight": 3.25}).status == Status.DONE
+    assert confirmations.confirm(ref, confirmation.pk, impersonated=False, edits={"weight": 3.25}).status == Status.DONE
 
     weighed.refresh_from_db()
     assert (weighed.weight, weighed.date, weighed.notes) == (3.25, date(2026, 1, 5), "At birth")
@@ -178,8 +178,8 @@ def test_a_form_edit_of_one_field_saves_the_many_to_many_tags_as_they_were(ref, 
 def test_a_form_edit_keeps_a_many_to_many_field_of_djangos_own(ref, chat, weighed):
     tool = edit_form(WeightNotesForm, "weight")  # the same tool name, another form
     try:
-        card = proposed(ref, chat, "weight_form_edit", {"weight_id": weighed.pk, "notes": "Home"})
-        assert confirmations.confirm(ref, card.pk, impersonated=False).status == Status.DONE
+        confirmation = proposed(ref, chat, "weight_form_edit", {"weight_id": weighed.pk, "notes": "Home"})
+        assert confirmations.confirm(ref, confirmation.pk, impersonated=False).status == Status.DONE
     finally:
         registry.unregister(tool.name)
 
@@ -191,8 +191,8 @@ def test_a_form_edit_keeps_choices_dates_and_the_related_object(ref, chat, tools
     start = timezone.now().replace(microsecond=0) - timedelta(hours=1)
     feeding = Feeding.objects.create(child=emma, start=start, end=start + timedelta(minutes=15), method="bottle")
 
-    card = proposed(ref, chat, "feeding_form_edit", {"feeding_id": feeding.pk, "amount": 120})
-    assert confirmations.confirm(ref, card.pk, impersonated=False).status == Status.DONE
+    confirmation = proposed(ref, chat, "feeding_form_edit", {"feeding_id": feeding.pk, "amount": 120})
+    assert confirmations.confirm(ref, confirmation.pk, impersonated=False).status == Status.DONE
 
     feeding.refresh_from_db()
     assert (feeding.child, feeding.method, feeding.amount) == (emma, "bottle", 120)
@@ -200,9 +200,9 @@ def test_a_form_edit_keeps_choices_dates_and_the_related_object(ref, chat, tools
 
 
 def test_a_serializer_edit_of_one_field_keeps_the_tags(ref, chat, tools, weighed):
-    card = proposed(ref, chat, "weight_partial_update", {"pk": weighed.pk, "notes": "Home"})
+    confirmation = proposed(ref, chat, "weight_partial_update", {"pk": weighed.pk, "notes": "Home"})
 
-    assert confirmations.confirm(ref, card.pk, impersonated=False).status == Status.DONE
+    assert confirmations.confirm(ref, confirmation.pk, impersonated=False).status == Status.DONE
 
     weighed.refresh_from_db()
     assert weighed.notes == "Home" and sorted(weighed.tags.values_list("name", flat=True)) == ["birth", "hospital"]
@@ -212,10 +212,10 @@ def test_a_serializer_edit_of_one_field_keeps_the_tags(ref, chat, tools, weighed
 
 
 def test_a_card_on_a_timer_whose_duration_ticks_goes_through(ref, chat, tools, timer):
-    card = proposed(ref, chat, "timer_partial_update", {"pk": timer.pk, "name": "Nap"})
+    confirmation = proposed(ref, chat, "timer_partial_update", {"pk": timer.pk, "name": "Nap"})
     Timer.objects.filter(pk=timer.pk).update(start=timer.start)  # touched, its data the same; the clock moves on
 
-    done = confirmations.confirm(ref, card.pk, impersonated=False)
+    done = confirmations.confirm(ref, confirmation.pk, impersonated=False)
 
     assert done.status == Status.DONE
     timer.refresh_from_db()
@@ -223,10 +223,10 @@ def test_a_card_on_a_timer_whose_duration_ticks_goes_through(ref, chat, tools, t
 
 
 def test_a_card_goes_stale_when_a_field_it_would_write_changed(ref, chat, tools, timer):
-    card = proposed(ref, chat, "timer_partial_update", {"pk": timer.pk, "name": "Nap"})
+    confirmation = proposed(ref, chat, "timer_partial_update", {"pk": timer.pk, "name": "Nap"})
     Timer.objects.filter(pk=timer.pk).update(name="Bath")
 
-    assert confirmations.confirm(ref, card.pk, impersonated=False).status == Status.STALE
+    assert confirmations.confirm(ref, confirmation.pk, impersonated=False).status == Status.STALE
     timer.refresh_from_db()
     assert timer.name == "Bath"
 
@@ -236,9 +236,9 @@ def test_fingerprint_fields_choose_what_makes_a_card_stale(ref, chat, timer):
         api.TimerViewSet, basename="chosen", actions=["partial_update"], fingerprint_fields=["name"]
     )
     try:
-        card = proposed(ref, chat, "chosen_partial_update", {"pk": timer.pk, "name": "Nap"})
+        confirmation = proposed(ref, chat, "chosen_partial_update", {"pk": timer.pk, "name": "Nap"})
         Timer.objects.filter(pk=timer.pk).update(start=timezone.now())
-        assert confirmations.confirm(ref, card.pk, impersonated=False).status == Status.DONE
+        assert confirmations.confirm(ref, confirmation.pk, impersonated=False).status == Status.DONE
     finally:
         registry.unregister(made[0].name)
 
@@ -252,8 +252,8 @@ def next_turns_history(chat: Any) -> list[str]:
 
 def test_the_next_turn_reads_what_a_confirmed_create_returned(session, chat, tools, emma):
     client, ref = session
-    card = proposed(ref, chat, "snippet_create", {"title": "Hello", "code": "print(1)"})
-    assert confirmations.confirm(ref, card.pk, impersonated=False).status == Status.DONE
+    confirmation = proposed(ref, chat, "snippet_create", {"title": "Hello", "code": "print(1)"})
+    assert confirmations.confirm(ref, confirmation.pk, impersonated=False).status == Status.DONE
     snippet = Snippet.objects.get()
 
     told = next_turns_history(chat)[-2]
@@ -266,8 +266,10 @@ def test_the_next_turn_reads_what_a_confirmed_create_returned(session, chat, too
 
 def test_the_result_is_told_in_the_next_turn_alone_and_within_the_tools_limit(ref, chat, tools, settings):
     settings.AGENT = {**settings.AGENT, "TOOL_RESULT_CHARS": 60}
-    card = proposed(ref, chat, "snippet_create", {"title": "Hello", "code": "x" * 20})  # within the limit as a call
-    confirmations.confirm(ref, card.pk, impersonated=False)
+    confirmation = proposed(
+        ref, chat, "snippet_create", {"title": "Hello", "code": "x" * 20}
+    )  # within the limit as a call
+    confirmations.confirm(ref, confirmation.pk, impersonated=False)
 
     told = next_turns_history(chat)[-2]
     assert len(told.split("It returned: ", 1)[1]) == 60
@@ -277,8 +279,8 @@ def test_the_result_is_told_in_the_next_turn_alone_and_within_the_tools_limit(re
 
 
 def test_the_next_turn_reads_the_forms_saved_object(ref, chat, tools, emma):
-    card = proposed(ref, chat, "weight_form_add", {"child": emma.pk, "weight": 3.4, "date": "2026-01-06"})
-    confirmations.confirm(ref, card.pk, impersonated=False)
+    confirmation = proposed(ref, chat, "weight_form_add", {"child": emma.pk, "weight": 3.4, "date": "2026-01-06"})
+    confirmations.confirm(ref, confirmation.pk, impersonated=False)
     weight = Weight.objects.get()
 
     told = next_turns_history(chat)[-2]
@@ -467,10 +469,12 @@ def test_the_tutorials_nine_tools_are_small(ref, tools):
 
 
 def test_a_create_cards_preview_lists_no_hundreds_of_choices(ref, chat, tools):
-    card = proposed(ref, chat, "snippet_create", {"code": "print(1)", "language": "lang007", "style": "style03"})
-    rows = {row["name"]: row for row in card.preview["fields"]}
+    confirmation = proposed(
+        ref, chat, "snippet_create", {"code": "print(1)", "language": "lang007", "style": "style03"}
+    )
+    rows = {row["name"]: row for row in confirmation.preview["fields"]}
 
-    assert len(json.dumps(card.preview)) < 2_000
+    assert len(json.dumps(confirmation.preview)) < 2_000
     assert rows["language"]["type"] == "text" and "choices" not in rows["language"]
     assert rows["style"]["type"] == "text" and rows["code"]["type"] == "textarea"
 
@@ -478,12 +482,12 @@ def test_a_create_cards_preview_lists_no_hundreds_of_choices(ref, chat, tools):
 def test_a_delete_cards_preview_is_bounded_whatever_the_object_holds(ref, user, chat, tools):
     snippet = Snippet.objects.create(owner=user, title="Long", code="x = 1\n" * 5_000)
 
-    card = proposed(ref, chat, "snippet_destroy", {"pk": snippet.pk})
+    confirmation = proposed(ref, chat, "snippet_destroy", {"pk": snippet.pk})
 
-    rows = {row["name"]: row for row in card.preview["fields"]}
+    rows = {row["name"]: row for row in confirmation.preview["fields"]}
     assert rows["title"]["value"] == "Long" and rows["code"]["value"].startswith("x = 1\nx = 1")
-    assert len(rows["code"]["value"]) == 2_001 and len(json.dumps(card.preview)) < 4_000
-    assert confirmations.confirm(ref, card.pk, impersonated=False).status == Status.DONE  # its digest is whole
+    assert len(rows["code"]["value"]) == 2_001 and len(json.dumps(confirmation.preview)) < 4_000
+    assert confirmations.confirm(ref, confirmation.pk, impersonated=False).status == Status.DONE  # its digest is whole
 
 
 def test_ordering_filters_and_fields_read_as_the_viewset_allows(ref, tools):
@@ -510,9 +514,9 @@ def test_a_card_names_an_object_without_its_own_str_by_its_name_and_key(ref, cha
     start = timezone.now() - timedelta(hours=1)
     feeding = Feeding.objects.create(child=emma, start=start, end=start + timedelta(minutes=10), method="bottle")
 
-    card = proposed(ref, chat, "feeding_partial_update", {"pk": feeding.pk, "method": "left breast"})
+    confirmation = proposed(ref, chat, "feeding_partial_update", {"pk": feeding.pk, "method": "left breast"})
 
-    assert card.preview["fields"][0] == {
+    assert confirmation.preview["fields"][0] == {
         "name": "pk",
         "label": "Feeding",
         "value": f"Feeding {feeding.pk}",
@@ -528,16 +532,16 @@ def test_an_html_only_action_is_no_tool_and_the_check_names_it(tools):
 
 def test_a_site_that_crashes_checking_an_edit_leaves_the_card_waiting_and_says_so(session, chat, tools, timer):
     client, ref = session
-    card = proposed(ref, chat, "timer_partial_update", {"pk": timer.pk, "name": "Nap"})
+    confirmation = proposed(ref, chat, "timer_partial_update", {"pk": timer.pk, "name": "Nap"})
 
     response = client.post(
-        f"/assistant/api/confirmations/{card.pk}/confirm/",
+        f"/assistant/api/confirmations/{confirmation.pk}/confirm/",
         json.dumps({"edits": {"name": "!crash"}}),
         content_type="application/json",
     )
 
     assert response.status_code == 409 and response.json()["error"] == "tool_failed"
     assert response.json()["message"]
-    assert Confirmation.objects.get(pk=card.pk).status == Status.WAITING
+    assert Confirmation.objects.get(pk=confirmation.pk).status == Status.WAITING
     timer.refresh_from_db()
     assert timer.name == "Feeding"

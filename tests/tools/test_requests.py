@@ -68,12 +68,12 @@ def add_through_the_api(declare: Callable[..., Any]) -> None:
 
 def test_a_write_tool_posts_to_the_sites_view_as_the_user_at_confirm(ref, user, chat, add_through_the_api):
     scope = authorize_session(ref, impersonated=False)
-    card = execute_as(
+    confirmation = execute_as(
         scope, "notes_add_via_api", {"title": "Oat milk"}, via="agent", chat=chat, call_id="c"
     ).confirmation
     assert not Note.objects.exists()
 
-    assert confirmations.confirm(ref, card.pk, impersonated=False).status == Status.DONE
+    assert confirmations.confirm(ref, confirmation.pk, impersonated=False).status == Status.DONE
 
     assert list(Note.objects.values_list("owner", "title")) == [(user.pk, "Oat milk")]
 

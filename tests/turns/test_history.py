@@ -25,7 +25,7 @@ def reply(text: str, **fields: Any) -> Message:
     return Message(role="assistant", content=text, **fields)
 
 
-def card(tool: str, confirmation_id: Any) -> Message:
+def proposal(tool: str, confirmation_id: Any) -> Message:
     return Message(
         role="tool",
         tool_name=tool,
@@ -98,7 +98,7 @@ def test_a_decided_card_reads_as_its_outcome_at_the_notices_place() -> None:
     cid = uuid.uuid4()
     messages = [
         user("make a note"),
-        card("notes_create", cid),
+        proposal("notes_create", cid),
         reply("later text"),
         outcome("done", "notes_create", cid),
     ]
@@ -112,7 +112,7 @@ def test_a_decided_card_reads_as_its_outcome_at_the_notices_place() -> None:
 
 def test_a_card_without_an_outcome_reads_as_waiting_at_its_place() -> None:
     cid = uuid.uuid4()
-    messages = [user("make a note"), card("notes_create", cid), user("and?")]
+    messages = [user("make a note"), proposal("notes_create", cid), user("and?")]
     assert contents(build(messages, [], CURRENT, 10_000)) == [
         ("user", "make a note"),
         ("user", "[confirmation] waiting: notes_create"),
@@ -125,7 +125,7 @@ def test_an_outcome_never_carries_what_the_tool_returned_or_a_person_wrote() -> 
     cid = uuid.uuid4()
     notice = outcome("failed", "notes_create", cid)
     notice.content = "IntegrityError: duplicate key SECRET"
-    entries = build([card("notes_create", cid), notice], [], CURRENT, 10_000)
+    entries = build([proposal("notes_create", cid), notice], [], CURRENT, 10_000)
     assert "SECRET" not in repr(entries) and entries[0]["content"] == "[confirmation] failed: notes_create"
 
 
@@ -235,7 +235,7 @@ def test_build_puts_a_messages_attachments_into_it() -> None:
 @pytest.mark.django_db
 def test_load_reads_the_chat_like_build(ref: Any, chat: Any) -> None:
     cid = uuid.uuid4()
-    card_row = Confirmation.objects.create(
+    confirmation = Confirmation.objects.create(
         id=cid,
         user_id=ref.user_id,
         conversation=chat,
@@ -251,7 +251,7 @@ def test_load_reads_the_chat_like_build(ref: Any, chat: Any) -> None:
         role="tool",
         tool_name="notes_create",
         tool_outcome="needs_confirmation",
-        confirmation=card_row,
+        confirmation=confirmation,
         tool_result={"status": "confirmation_required"},
     )
     append_message(
@@ -259,7 +259,7 @@ def test_load_reads_the_chat_like_build(ref: Any, chat: Any) -> None:
         role="notice",
         notice_code="confirmation_done",
         notice_params={"tool": "notes_create"},
-        confirmation=card_row,
+        confirmation=confirmation,
     )
     append_message(chat.pk, role="assistant", content="a1")
     assert load(chat.pk, CURRENT, 10_000) == build(messages_of(chat), [], CURRENT, 10_000)

@@ -395,15 +395,22 @@ def test_a_write_becomes_a_card_and_ends_the_turn(
 ) -> None:
     model_server.push(tool_calls(("notes_create", {"title": "Buy milk"}, "call_w")), answer("Done!"))
     turn = run(ref, chat)
-    card = Confirmation.objects.get()
+    confirmation = Confirmation.objects.get()
     asked, proposal = messages_of(chat)[1:]
     assert (proposal.tool_outcome, proposal.confirmation_id, proposal.assistant_message_id) == (
         "needs_confirmation",
-        card.pk,
+        confirmation.pk,
         asked.pk,
     )
-    assert proposal.tool_result == {"status": "confirmation_required", "confirmation_id": str(card.pk)}
-    assert (card.user_id, card.conversation_id, card.turn_id, card.call_id, card.arguments, card.status) == (
+    assert proposal.tool_result == {"status": "confirmation_required", "confirmation_id": str(confirmation.pk)}
+    assert (
+        confirmation.user_id,
+        confirmation.conversation_id,
+        confirmation.turn_id,
+        confirmation.call_id,
+        confirmation.arguments,
+        confirmation.status,
+    ) == (
         user.pk,
         chat.pk,
         turn.pk,

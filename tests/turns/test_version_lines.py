@@ -35,7 +35,7 @@ def shown(ref: Any, chat: Any) -> list[tuple[str, str]]:
 
 
 @pytest.fixture
-def waiting_card(ref: Any, chat: Any, endpoint: Any, model_server: Any) -> Confirmation:
+def waiting_confirmation(ref: Any, chat: Any, endpoint: Any, model_server: Any) -> Confirmation:
     """A chat whose last answer proposed a note: its card waits."""
     model_server.push(tool_calls(("notes_create", {"title": "Buy milk"})))
     ask(ref, chat, "note: buy milk")
@@ -46,14 +46,14 @@ def waiting_card(ref: Any, chat: Any, endpoint: Any, model_server: Any) -> Confi
 
 
 def test_regenerate_while_a_card_waits_cancels_it_and_the_new_answer_may_propose_it_again(
-    ref: Any, chat: Any, waiting_card: Confirmation, model_server: Any
+    ref: Any, chat: Any, waiting_confirmation: Confirmation, model_server: Any
 ) -> None:
     # when: the answer that proposed the note is answered again, and proposes the same note
     model_server.push(tool_calls(("notes_create", {"title": "Buy milk"})))
-    tool_message = Message.objects.get(confirmation=waiting_card, role=Message.Role.TOOL)
+    tool_message = Message.objects.get(confirmation=waiting_confirmation, role=Message.Role.TOOL)
     run_turn(str(turns.regenerate(ref, chat.pk, tool_message.pk, impersonated=False).pk))
     # then: the old card is cancelled, saying why, and the new one waits on the line shown
-    old = Confirmation.objects.get(pk=waiting_card.pk)
+    old = Confirmation.objects.get(pk=waiting_confirmation.pk)
     assert (old.status, old.outcome) == (Confirmation.Status.CANCELLED, "left_line")
     new = Confirmation.objects.get(status=Confirmation.Status.WAITING)
     line = one_active_line(chat)
@@ -63,17 +63,17 @@ def test_regenerate_while_a_card_waits_cancels_it_and_the_new_answer_may_propose
     assert shown(ref, chat)[-2:] == [("tool", ""), ("notice", "confirmation_left_line")]
     one_active_line(chat)
     with pytest.raises(NotWaiting):
-        confirmations.confirm(ref, waiting_card.pk, impersonated=False)
+        confirmations.confirm(ref, waiting_confirmation.pk, impersonated=False)
     assert not Note.objects.exists()
 
 
 def test_an_edit_while_a_card_waits_cancels_it(
-    ref: Any, chat: Any, waiting_card: Confirmation, model_server: Any
+    ref: Any, chat: Any, waiting_confirmation: Confirmation, model_server: Any
 ) -> None:
     model_server.push(answer("A note about bread, then?"))
     asked = Message.objects.get(role=Message.Role.USER)
     run_turn(str(turns.edit_message(ref, chat.pk, asked.pk, "note: buy bread", impersonated=False).pk))
-    assert Confirmation.objects.get(pk=waiting_card.pk).status == Confirmation.Status.CANCELLED
+    assert Confirmation.objects.get(pk=waiting_confirmation.pk).status == Confirmation.Status.CANCELLED
     assert shown(ref, chat) == [("user", "note: buy bread"), ("assistant", "A note about bread, then?")]
     one_active_line(chat)
 
@@ -90,13 +90,13 @@ def test_a_card_decided_while_the_line_switches_leaves_one_active_line(
     ask(ref, chat, "note: buy milk")
     other = Message.objects.get(content="Or not.")
     run_turn(str(turns.regenerate(ref, chat.pk, other.pk, impersonated=False).pk))
-    card = Confirmation.objects.get(status=Confirmation.Status.WAITING)
+    confirmation = Confirmation.objects.get(status=Confirmation.Status.WAITING)
     # when: the card is confirmed while a switch goes back to the first answer, the one that starts
     # first holding its transaction open until the other waits on its locks (or ended without waiting)
     began, release, outcomes = threading.Event(), threading.Event(), {}
 
     def confirm() -> Any:
-        return confirmations.confirm(ref, card.pk, impersonated=False).status
+        return confirmations.confirm(ref, confirmation.pk, impersonated=False).status
 
     def switch() -> Any:
         return turns.switch_version(ref, chat.pk, other.pk, impersonated=False)
@@ -128,10 +128,10 @@ def test_a_card_decided_while_the_line_switches_leaves_one_active_line(
     # decided once: confirmed before the switch, or cancelled by it (its message left the line)
     assert outcomes["switch"] is True
     assert one_active_line(chat)[-1].pk == other.pk
-    decided = Confirmation.objects.get(pk=card.pk).status
+    decided = Confirmation.objects.get(pk=confirmation.pk).status
     expected = {"confirm": (Confirmation.Status.DONE, 1), "switch": (Confirmation.Status.CANCELLED, 0)}[first]
     assert (decided, Note.objects.count()) == expected
-    assert Message.objects.filter(confirmation=card, role=Message.Role.NOTICE, active=False).count() == 1
+    assert Message.objects.filter(confirmation=confirmation, role=Message.Role.NOTICE, active=False).count() == 1
 
 
 # -- an edit stopped before it ran --------------------------------------------------------------------

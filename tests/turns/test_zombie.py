@@ -89,15 +89,15 @@ def test_a_card_and_the_tool_message_that_names_it_are_stored_together_or_not_at
         Lock.objects.update(expires_at=timezone.now() - timedelta(seconds=1))
         assert locks.take(locks.chat_lock(chat.pk), uuid.uuid4())
 
-    def on_a_card(sender: Any, instance: Confirmation, created: bool = False, **kwargs: Any) -> None:
+    def on_a_confirmation(sender: Any, instance: Confirmation, created: bool = False, **kwargs: Any) -> None:
         if created:
             transaction.on_commit(take_the_chat)
 
-    post_save.connect(on_a_card, sender=Confirmation, weak=False)
+    post_save.connect(on_a_confirmation, sender=Confirmation, weak=False)
     try:
         run_turn(str(old.pk))
     finally:
-        post_save.disconnect(on_a_card, sender=Confirmation)
+        post_save.disconnect(on_a_confirmation, sender=Confirmation)
     # then: the card was stored with the tool message that names it, in one fenced transaction
-    card = Confirmation.objects.get()
-    assert Message.objects.filter(conversation=chat, role=Message.Role.TOOL, confirmation=card).count() == 1
+    confirmation = Confirmation.objects.get()
+    assert Message.objects.filter(conversation=chat, role=Message.Role.TOOL, confirmation=confirmation).count() == 1

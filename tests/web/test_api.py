@@ -178,18 +178,18 @@ def test_cards_confirm_once_and_refuse_others(ref, session, endpoint, model_serv
     model_server.push(tool_calls(("notes_create", {"title": "Buy milk"})))
     run_turn(str(turns.start(ref, chat.pk, "note: buy milk", impersonated=False).pk))
     messages = get(client, "message_list", chat.pk, latest="1").json()["messages"]
-    (card,) = [m["confirmation"] for m in messages if m["confirmation"]]
-    assert card["status"] == "waiting" and card["preview"]["title"] == "Buy milk"
+    (confirmation,) = [m["confirmation"] for m in messages if m["confirmation"]]
+    assert confirmation["status"] == "waiting" and confirmation["preview"]["title"] == "Buy milk"
 
     stranger, _ = login(make_user("notes.add_note"))
-    assert post(stranger, "confirmation_confirm", card["id"]).json()["error"] == "not_found"
-    done = post(client, "confirmation_confirm", card["id"])
+    assert post(stranger, "confirmation_confirm", confirmation["id"]).json()["error"] == "not_found"
+    done = post(client, "confirmation_confirm", confirmation["id"])
     assert done.status_code == 200 and done.json()["confirmation"] == {
-        "id": card["id"],
+        "id": confirmation["id"],
         "status": "done",
         "edited": False,
     }
-    again = post(client, "confirmation_cancel", card["id"])
+    again = post(client, "confirmation_cancel", confirmation["id"])
     assert again.status_code == 409 and again.json()["error"] == "not_waiting"
 
 
@@ -203,13 +203,13 @@ def test_messages_carry_the_answer_html_and_the_notice_text_in_the_users_languag
     model_server.push(tool_calls(("notes_create", {"title": "Buy milk"})))
     run_turn(str(turns.start(ref, chat.pk, "note: buy milk", impersonated=False).pk))
     messages = get(client, "message_list", chat.pk, latest="1").json()["messages"]
-    card_id = next(m["confirmation"]["id"] for m in messages if m["confirmation"])
-    post(client, "confirmation_cancel", card_id)
+    confirmation_id = next(m["confirmation"]["id"] for m in messages if m["confirmation"])
+    post(client, "confirmation_cancel", confirmation_id)
     url = reverse("agent:message_list", args=[chat.pk])
     last = client.get(url, {"after": messages[-1]["id"]}, headers={"accept-language": "ru"}).json()["messages"]
     (notice,) = last
     assert notice["notice_code"] == "confirmation_cancelled"
-    assert notice["confirmation"] == {"id": card_id, "status": "cancelled", "edited": False}
+    assert notice["confirmation"] == {"id": confirmation_id, "status": "cancelled", "edited": False}
     assert notice["notice_text"] == "Cancelled: Create a note."
     assert all("tool_result" not in m or m["tool_result"] is None for m in messages)
 

@@ -9,7 +9,7 @@ from django.utils import translation
 from django.utils.translation import gettext_lazy
 
 from agent.notices import tone as notice_tone
-from agent.step_labels import card_fields
+from agent.step_labels import confirmation_fields
 from agent.web.rendering import page_view
 
 
@@ -30,13 +30,13 @@ def labelled(declare):
     )
 
 
-def card_message(preview: Any, tool: str = "t_card") -> dict[str, Any]:
+def confirmation_message(preview: Any, tool: str = "t_card") -> dict[str, Any]:
     return {"role": "tool", "tool_name": tool, "confirmation": {"id": "c1", "status": "waiting", "preview": preview}}
 
 
 def test_a_card_shows_its_title_and_labelled_fields_in_the_user_language(labelled):
     with translation.override("ru"):
-        view = page_view(card_message({"title": "Купить молоко", "body": "две бутылки"}))
+        view = page_view(confirmation_message({"title": "Купить молоко", "body": "две бутылки"}))
 
     assert view["tool_title"] == "Отмена"
     assert view["confirmation"]["fields"] == [
@@ -46,13 +46,13 @@ def test_a_card_shows_its_title_and_labelled_fields_in_the_user_language(labelle
 
 
 def test_empty_fields_and_keys_without_a_label_are_left_out(labelled):
-    fields = card_fields("t_card", {"title": "Milk", "body": "  ", "action": "internal", "id": 7})
+    fields = confirmation_fields("t_card", {"title": "Milk", "body": "  ", "action": "internal", "id": 7})
 
     assert fields == [{"key": "title", "label": "Title", "value": "Milk"}]
 
 
 def test_a_tool_without_labels_shows_every_non_empty_key_as_it_is():
-    fields = card_fields("no_such_tool", {"a": "x", "b": "", "c": None, "d": [], "e": {"n": 1}, "f": 0})
+    fields = confirmation_fields("no_such_tool", {"a": "x", "b": "", "c": None, "d": [], "e": {"n": 1}, "f": 0})
 
     assert [(f["label"], f["value"]) for f in fields] == [("a", "x"), ("e", '{"n": 1}'), ("f", "0")]
 
