@@ -30,7 +30,7 @@ from ..core.conf import agent_settings
 from ..core.errors import InvalidCursor, NotFound
 from ..core.ids import ConversationId, MessageId
 from ..limits import quotas
-from ..models import Conversation, Message
+from ..models import Attachment, Conversation, Message
 from .payloads import client_views, conversation_view
 from .store import append_message, column_of, db_value
 
@@ -270,7 +270,9 @@ def message_view(scope: Scope, conversation_id: ConversationId, message_id: Mess
 def _message_of_live_chat() -> str:
     quote = connection.ops.quote_name
     return (
-        f"SELECT m.*, c.{quote(column_of(Conversation, 'has_versions'))} AS agent_has_versions "
+        f"SELECT m.*, c.{quote(column_of(Conversation, 'has_versions'))} AS agent_has_versions, "
+        f"EXISTS (SELECT 1 FROM {quote(Attachment._meta.db_table)} a WHERE a.{quote(column_of(Attachment, 'message'))} "
+        f"= m.{quote(column_of(Message, 'id'))}) AS agent_has_files "
         f"FROM {quote(Message._meta.db_table)} m "
         f"JOIN {quote(Conversation._meta.db_table)} c ON c.{quote(column_of(Conversation, 'id'))} = "
         f"m.{quote(column_of(Message, 'conversation'))} "

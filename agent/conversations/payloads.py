@@ -25,12 +25,19 @@ def conversation_view(conversation: Conversation) -> dict[str, Any]:
 def client_views(messages: Iterable[Message], *, versions: bool = False) -> list[dict[str, Any]]:
     """Client views of messages; a user's message also lists its files (the page's chips), read in one query.
 
-    With ``versions`` (the chat has some), each message's ``versions`` are read too, in one more
-    query; a chat that never had one costs nothing for them."""
+    A row whose own query says it has none (``agent_has_files`` false) is left out of that query,
+    which is then not made at all for a message without files. With ``versions`` (the chat has
+    some), each message's ``versions`` are read too, in one more query; a chat that never had one
+    costs nothing for them."""
     rows = list(messages)
     views = [client_view(m) for m in rows]
     asked = [view for view in views if view["role"] == Message.Role.USER]
-    files = message_files(view["id"] for view in asked) if asked else {}
+    with_files = [
+        view
+        for row, view in zip(rows, views, strict=True)
+        if view["role"] == Message.Role.USER and _may_have_files(row)
+    ]
+    files = message_files(view["id"] for view in with_files) if with_files else {}
     for view in asked:
         view["files"] = files.get(view["id"], [])
     if versions and rows:
@@ -38,6 +45,10 @@ def client_views(messages: Iterable[Message], *, versions: bool = False) -> list
         for row, view in zip(rows, views, strict=True):
             view["versions"] = versions_view(row.pk, siblings.get(row.parent_id, []))
     return views
+
+
+def _may_have_files(row: Message) -> bool:
+    return bool(getattr(row, "agent_has_files", True))
 
 
 def _siblings(rows: list[Message]) -> dict[Any, list[Any]]:

@@ -10,7 +10,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from agent.access import SessionRef
+from agent.access import SessionRef, authorize_session
 from agent.conversations import (
     add_message,
     append_message,
@@ -19,10 +19,11 @@ from agent.conversations import (
     get_conversation,
     get_message,
     list_messages,
+    message_view,
     rename_conversation,
     topic,
 )
-from agent.models import Conversation, Message
+from agent.models import Attachment, Conversation, Message
 
 pytestmark = pytest.mark.django_db
 
@@ -267,3 +268,18 @@ def test_get_conversation_gives_the_messages_oldest_first(ref: SessionRef, chat:
     view = get_conversation(ref, chat.pk, impersonated=False)
     assert [m["content"] for m in view["messages"]] == ["one", "two", "three"]
     assert view["id"] == str(chat.pk) and view["message_count"] == 3
+
+
+def test_a_message_read_for_the_sockets_reads_files_only_for_a_message_that_has_some(
+    ref: SessionRef, user: Any, chat: Conversation, django_assert_num_queries: Any
+) -> None:
+    scope = authorize_session(ref, impersonated=False)
+    plain = append_message(chat.pk, role=Message.Role.USER, content="no files")
+    with_file = append_message(chat.pk, role=Message.Role.USER, content="one file")
+    Attachment.objects.create(
+        user=user, conversation=chat, message=with_file, name="a.txt", content_type="text/plain", size=3, file="a.txt"
+    )
+    with django_assert_num_queries(1):  # the message, and whether it has files, in one statement
+        assert message_view(scope, chat.pk, plain.pk)["files"] == []
+    with django_assert_num_queries(2):
+        assert [f["name"] for f in message_view(scope, chat.pk, with_file.pk)["files"]] == ["a.txt"]
