@@ -172,7 +172,7 @@ def _current_fingerprint(tool: Tool, ctx: ToolContext, args: dict[str, Any]) -> 
 
 def create_confirmation(
     user: Any,
-    chat: Conversation,
+    conversation: Conversation,
     turn: Any,
     *,
     tool_name: str,
@@ -185,7 +185,7 @@ def create_confirmation(
     now = timezone.now()
     return Confirmation.objects.create(
         user=user,
-        conversation=chat,
+        conversation=conversation,
         turn=turn if getattr(turn, "pk", None) else None,
         tool_name=tool_name,
         call_id=call_id,
@@ -196,10 +196,10 @@ def create_confirmation(
     )
 
 
-def waiting_duplicate(chat: Conversation, tool_name: str, arguments: dict[str, Any]) -> bool:
+def waiting_duplicate(conversation: Conversation, tool_name: str, arguments: dict[str, Any]) -> bool:
     """Whether a card of this chat already waits for the same change."""
     waiting = Confirmation.objects.filter(
-        conversation=chat, tool_name=tool_name, status=Status.WAITING, expires_at__gt=timezone.now()
+        conversation=conversation, tool_name=tool_name, status=Status.WAITING, expires_at__gt=timezone.now()
     ).values_list("arguments", flat=True)
     return any(args == arguments for args in waiting)
 

@@ -252,7 +252,7 @@ def message_view(scope: Scope, conversation_id: ConversationId, message_id: Mess
     """
     rows = list(
         Message.objects.raw(
-            _message_of_live_chat(),
+            _message_of_live_conversation(),
             [
                 db_value(Message._meta, "id", parse_uuid(message_id)),
                 db_value(Conversation._meta, "id", parse_uuid(conversation_id)),
@@ -267,7 +267,7 @@ def message_view(scope: Scope, conversation_id: ConversationId, message_id: Mess
 
 
 @functools.cache
-def _message_of_live_chat() -> str:
+def _message_of_live_conversation() -> str:
     quote = connection.ops.quote_name
     return (
         f"SELECT m.*, c.{quote(column_of(Conversation, 'has_versions'))} AS agent_has_versions, "

@@ -58,7 +58,7 @@ def append_message(
     with transaction.atomic(savepoint=False):
         if lease is not None and not _lease_held(lease, lock=True):
             raise LeaseLost()
-        message.seq, message.parent_id = _advance_chat(conversation_id, now, title, message.pk)
+        message.seq, message.parent_id = _advance_conversation(conversation_id, now, title, message.pk)
         message.save(force_insert=True)
         if link_turn and message.turn_id is not None:
             Turn.objects.filter(pk=message.turn_id).update(user_message=message)
@@ -159,8 +159,8 @@ def _store_in_one(
     and line end, the message and its turn's link to it, in one statement, with the caller's
     check; the message's ``seq`` and ``parent``, and the check's row. The rare refusal is told
     apart by one more read."""
-    chat, lock = Conversation._meta, Lock._meta
-    chat_id = db_value(chat, "id", message.conversation_id)
+    conversation, lock = Conversation._meta, Lock._meta
+    conversation_db_id = db_value(conversation, "id", message.conversation_id)
     params: list[Any] = []
     if check is not None:
         params += check.params
@@ -168,9 +168,9 @@ def _store_in_one(
             params += check.gate[1]
     if lease is not None:
         params += [lease[0], db_value(lock, "holder", lease[1])]
-    params += [chat_id, Conversation.Status.DELETED]
-    at = db_value(chat, "last_message_at", now)
-    params += [at, at, title, db_value(chat, "line_end", message.pk), chat_id]
+    params += [conversation_db_id, Conversation.Status.DELETED]
+    at = db_value(conversation, "last_message_at", now)
+    params += [at, at, title, db_value(conversation, "line_end", message.pk), conversation_db_id]
     for field in _inserted_fields():
         params.append(field.get_db_prep_save(field.pre_save(message, add=True), connection))
     if link_turn:
@@ -242,7 +242,7 @@ def _store_sql(fenced: bool, link_turn: bool, *, gated: bool = False) -> str:
     """``_store_in_one``'s statement, built once per shape (PostgreSQL's quoting); ``gated``: only
     where a caller's check allows it (``agent_gate``)."""
     quote = connection.ops.quote_name
-    chat, lock, turn = Conversation._meta, Lock._meta, Turn._meta
+    conversation, lock, turn = Conversation._meta, Lock._meta, Turn._meta
     fence = link = ""
     if fenced:
         fence = (
@@ -263,11 +263,11 @@ def _store_sql(fenced: bool, link_turn: bool, *, gated: bool = False) -> str:
     # The chat's row is read FOR UPDATE before it is updated: a writer that waited for another
     # one's commit reads the line end that one left, not the one of its own snapshot.
     return (
-        f"WITH {fence}agent_before AS MATERIALIZED (SELECT {line_end} FROM {quote(chat.db_table)}"
+        f"WITH {fence}agent_before AS MATERIALIZED (SELECT {line_end} FROM {quote(conversation.db_table)}"
         f" WHERE {quote('id')} = %s AND {quote('status')} <> %s"
         f"{' AND EXISTS (SELECT 1 FROM agent_fence)' if fenced else ''}"
         f"{' AND EXISTS (SELECT 1 FROM agent_gate)' if gated else ''} FOR UPDATE), "
-        f"agent_chat AS (UPDATE {quote(chat.db_table)} SET"
+        f"agent_chat AS (UPDATE {quote(conversation.db_table)} SET"
         f" {quote('message_count')} = {quote('message_count')} + 1, {quote('last_message_at')} = %s,"
         f" {quote('updated_at')} = %s, {quote('title')} = CASE WHEN {quote('title')} = '' THEN %s"
         f" ELSE {quote('title')} END, {_UNARCHIVE}, {line_end} = %s WHERE {quote('id')} = %s"
@@ -288,7 +288,9 @@ _UNARCHIVE = (
 """A chat that gets a new message is in use again: it comes back to the active list."""
 
 
-def _advance_chat(conversation_id: ConversationId, now: datetime, title: str, message_id: MessageId) -> tuple[int, Any]:
+def _advance_conversation(
+    conversation_id: ConversationId, now: datetime, title: str, message_id: MessageId
+) -> tuple[int, Any]:
     """Count the new message on a live chat and make it the end of the active line: its ``seq`` and
     its ``parent`` (the line's end before it)."""
     meta = Conversation._meta
@@ -299,15 +301,15 @@ def _advance_chat(conversation_id: ConversationId, now: datetime, title: str, me
         f"{_UNARCHIVE} WHERE id = %s AND status <> %s RETURNING message_count, line_end"
     )
     at = db_value(meta, "last_message_at", now)
-    chat_id = db_value(meta, "id", conversation_id)
+    conversation_db_id = db_value(meta, "id", conversation_id)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [at, at, title, chat_id, Conversation.Status.DELETED])
+        cursor.execute(sql, [at, at, title, conversation_db_id, Conversation.Status.DELETED])
         row = cursor.fetchone()
         if row is None:
             raise NotFound()
         cursor.execute(
             f"UPDATE {quote(meta.db_table)} SET line_end = %s WHERE id = %s",
-            [db_value(meta, "line_end", message_id), chat_id],
+            [db_value(meta, "line_end", message_id), conversation_db_id],
         )
     return int(row[0]), meta.get_field("line_end").to_python(row[1])
 

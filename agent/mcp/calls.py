@@ -131,13 +131,13 @@ def _propose(scope: Scope, tool: Tool, arguments: Any, *, client: str, site: str
     """The card and the tool message that shows it on the page, stored together in the client's chat."""
     call_id = _call_id()
     with transaction.atomic():
-        chat = client_chat(scope, client)
-        result = execute_as(scope, tool.name, arguments, via="mcp", chat=chat, call_id=call_id)
+        conversation = client_conversation(scope, client)
+        result = execute_as(scope, tool.name, arguments, via="mcp", chat=conversation, call_id=call_id)
         if result.confirmation is None:
             transaction.set_rollback(True)  # nothing to confirm: no tool message either
             return _answer(result.outcome, result.result)
         append_message(
-            chat.pk,
+            conversation.pk,
             role=Message.Role.TOOL,
             tool_name=tool.name,
             tool_call_id=call_id,
@@ -157,13 +157,15 @@ def waiting(confirmation: Confirmation, site: str) -> Answer:
     return Answer(data, text, confirmation=confirmation, form=form_of(confirmation))
 
 
-def client_chat(scope: Scope, client: str) -> Conversation:
+def client_conversation(scope: Scope, client: str) -> Conversation:
     """The user's chat named for the client ("<client> (MCP)"): the latest live one, else a new one."""
     title = _("%(client)s (MCP)") % {"client": " ".join(client.split())[:CLIENT_CHARS] or _("MCP client")}
-    chat = Conversation.objects.alive().filter(user_id=scope.user_id, title=title).order_by("-created_at").first()
-    if chat is None:
-        chat = Conversation.objects.create(user=scope.user, title=title, last_message_at=timezone.now())
-    return chat
+    conversation = (
+        Conversation.objects.alive().filter(user_id=scope.user_id, title=title).order_by("-created_at").first()
+    )
+    if conversation is None:
+        conversation = Conversation.objects.create(user=scope.user, title=title, last_message_at=timezone.now())
+    return conversation
 
 
 def form_of(confirmation: Confirmation) -> dict[str, Any]:

@@ -273,10 +273,10 @@ class Fence:
         own = flag_reason is not None or transaction.get_connection().in_atomic_block
         try:
             with transaction.atomic() if own else contextlib.nullcontext():
-                chat, turn = self.turn.conversation_id, self.turn
+                conversation_id, turn = self.turn.conversation_id, self.turn
                 if riding is None:
                     message = append_message(
-                        chat, turn=turn, title_from=title_from, lease=lease, link_turn=users_own, **fields
+                        conversation_id, turn=turn, title_from=title_from, lease=lease, link_turn=users_own, **fields
                     )
                 else:  # an answer, a result or a notice: never the user's message, nor a title
                     message = self._store_checked(riding, lease, fields)
@@ -301,8 +301,8 @@ class Fence:
             message, row = append_checked(self.turn.conversation_id, rider, turn=self.turn, lease=lease, **fields)
         except GateClosed as closed:
             self.checked = self._passed(check, closed.row)  # ends the turn on a refusal; else a live
-            chat, turn = self.turn.conversation_id, self.turn  # session was saved since: store as it passed
-            return append_message(chat, turn=turn, lease=lease, **fields)
+            conversation_id, turn = self.turn.conversation_id, self.turn  # session was saved since: store as it passed
+            return append_message(conversation_id, turn=turn, lease=lease, **fields)
         self.checked = (check, row)  # judged at the next step, after the caller's transaction ends
         return message
 
@@ -317,12 +317,12 @@ def _turn_columns(*, budget: bool) -> dict[str, Any]:
     slots, so one compiled statement serves every turn of a worker."""
     turn_pk = slot("turn", Turn._meta.pk)
     turn = Turn.objects.filter(pk=turn_pk).order_by()
-    chat = Conversation.objects.filter(pk=slot("chat", Conversation._meta.pk)).order_by()
+    conversation = Conversation.objects.filter(pk=slot("chat", Conversation._meta.pk)).order_by()
     columns = {
         "agent_turn_status": Subquery(turn.values("status")[:1]),
         "agent_stop_asked": Exists(turn.filter(stop_requested_at__isnull=False)),
         "agent_leases": locks.leases_held(turn_pk),
-        "agent_chat_owner": Subquery(chat.exclude(status=Conversation.Status.DELETED).values("user_id")[:1]),
+        "agent_chat_owner": Subquery(conversation.exclude(status=Conversation.Status.DELETED).values("user_id")[:1]),
     }
     if budget:
         columns.update(costs.budget_columns())

@@ -227,9 +227,9 @@ def _deactivate(conversation_id: ConversationId, from_seq: int) -> int:
         f" AND child.{quote('parent_id')} = {table}.{quote('id')} AND child.{quote('active')} = %s)"
         f" WHERE {quote('conversation_id')} = %s AND {quote('active')} = %s AND {quote('seq')} >= %s"
     )
-    chat = _prep("conversation", conversation_id)
+    conversation_db_id = _prep("conversation", conversation_id)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [False, chat, True, chat, True, from_seq])
+        cursor.execute(sql, [False, conversation_db_id, True, conversation_db_id, True, from_seq])
         return int(cursor.rowcount)
 
 
@@ -238,7 +238,7 @@ def _switch_to(conversation: Conversation, target: Message) -> bool:
     old_end = _lock_line(conversation.pk)
     quote = connection.ops.quote_name
     table = quote(Message._meta.db_table)
-    chat = _prep("conversation", conversation.pk)
+    conversation_db_id = _prep("conversation", conversation.pk)
     # The target and its ancestors up to the first one still on the line (the branch point).
     up_sql = (
         f"WITH RECURSIVE agent_up (id, parent_id, seq, active) AS ("
@@ -250,7 +250,7 @@ def _switch_to(conversation: Conversation, target: Message) -> bool:
         f" SELECT id, seq, active FROM agent_up"
     )
     with connection.cursor() as cursor:
-        cursor.execute(up_sql, [_prep("id", target.pk), chat, chat])
+        cursor.execute(up_sql, [_prep("id", target.pk), conversation_db_id, conversation_db_id])
         chain = cursor.fetchall()
     on_line = [row for row in chain if row[2]]
     branch_seq = on_line[0][1] if on_line else None
@@ -268,7 +268,7 @@ def _switch_to(conversation: Conversation, target: Message) -> bool:
         f" RETURNING {quote('id')}, {quote('seq')}"
     )
     with connection.cursor() as cursor:
-        cursor.execute(down_sql, [_prep("id", target.pk), chat, True, chat, *joining])
+        cursor.execute(down_sql, [_prep("id", target.pk), conversation_db_id, True, conversation_db_id, *joining])
         joined = cursor.fetchall()
     end = max(joined, key=lambda row: row[1])[0]
     Conversation.objects.filter(pk=conversation.pk).update(

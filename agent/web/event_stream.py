@@ -80,11 +80,13 @@ def _open(request: HttpRequest, conversation_id: ConversationId, after: Any, cha
     actor = SessionRef.from_request(request)
     impersonated = is_impersonated(request)
     language = page_language(request)
-    chat, views, seq = catch_up(actor, conversation_id, after, channel, impersonated=impersonated, language=language)
+    canonical_id, views, seq = catch_up(
+        actor, conversation_id, after, channel, impersonated=impersonated, language=language
+    )
     return {
         "actor": actor,
         "impersonated": impersonated,
-        "conversation_id": chat,
+        "conversation_id": canonical_id,
         "request_language": translation.get_language(),
         "messages": views,
         "seq": seq,
@@ -142,7 +144,7 @@ class ChatStream:
             actor=self.actor,
             impersonated=self.impersonated,
             request_language=self.request_language,
-            one_chat=True,
+            one_conversation=True,
         )
         feed.subscribe(self.conversation_id, self.seq)
         reader: asyncio.Task[None] | None = None

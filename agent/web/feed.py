@@ -71,26 +71,26 @@ def catch_up(
     chat's latest messages, and the next message stored comes after every one
     stored, on the line or off it, so that is the chat's message count.
     """
-    chat = conversations.subscribe(actor, conversation_id, channel, impersonated=impersonated)
-    chat_id = str(chat.pk)
+    conversation = conversations.subscribe(actor, conversation_id, channel, impersonated=impersonated)
+    canonical_id = str(conversation.pk)
     try:
         with translation.override(language):
             messages = conversations.list_messages(
-                actor, chat_id, after=after, latest=after is None, impersonated=impersonated
+                actor, canonical_id, after=after, latest=after is None, impersonated=impersonated
             )
             views = [page_view(m) for m in messages]
     except Exception:
-        conversations.unsubscribe(chat_id, channel)
+        conversations.unsubscribe(canonical_id, channel)
         raise
     last = messages[-1]["seq"] if messages else None
-    seq = max(last or 0, chat.message_count) if after is None else last
-    return chat_id, views, seq
+    seq = max(last or 0, conversation.message_count) if after is None else last
+    return canonical_id, views, seq
 
 
 class Feed:
     """One tab's events: its chats, its queue, its scope checks, its re-check timer.
 
-    ``one_chat``: the transport shows one chat and cannot subscribe again in
+    ``one_conversation``: the transport shows one chat and cannot subscribe again in
     place (the event stream), so a resync or a chat gone ends the feed and the
     tab opens a new one from its last message.
     """
@@ -104,7 +104,7 @@ class Feed:
         actor: SessionRef,
         impersonated: bool,
         request_language: str | None,
-        one_chat: bool = False,
+        one_conversation: bool = False,
     ) -> None:
         self.carrier = carrier
         self.layer = layer
@@ -113,7 +113,7 @@ class Feed:
         self.impersonated = impersonated
         self.request_language = request_language
         self.language = request_language or settings.LANGUAGE_CODE
-        self.one_chat = one_chat
+        self.one_conversation = one_conversation
         self.shared = SharedReads.of_running_loop()
         self.subscribed: dict[str, int | None] = {}  # chat → seq of the last message the tab has, if known
         self.resyncing: set[str] = set()  # chats whose tab was told to resync and has not subscribed again
@@ -265,10 +265,10 @@ class Feed:
         if conversation_id not in self.subscribed:
             return
         owned = database_sync_to_async(conversations.owned_conversation)
-        chat = await self._read(conversation_id, lambda scope: owned(scope, conversation_id))
-        if chat is None:
+        conversation = await self._read(conversation_id, lambda scope: owned(scope, conversation_id))
+        if conversation is None:
             return
-        await self.send({"type": "conversation", "conversation": conversations.conversation_view(chat)})
+        await self.send({"type": "conversation", "conversation": conversations.conversation_view(conversation)})
 
     async def _session_ended(self, event: dict[str, Any]) -> None:
         final = event.get("final")
@@ -360,7 +360,7 @@ class Feed:
         self.resyncing.add(conversation_id)
         events.count_loss(reason)
         await self.send({"type": "ready", "resync": conversation_id})
-        if self.one_chat:
+        if self.one_conversation:
             await self._hang_up(None)
 
     async def _gone(self, conversation_id: str) -> None:
@@ -368,7 +368,7 @@ class Feed:
         self.unsubscribe(conversation_id)
         await self.layer.group_discard(events.topic(conversation_id), self.channel)
         await self.send({"type": "conversation_gone", "conversation": conversation_id})
-        if self.one_chat:
+        if self.one_conversation:
             await self._hang_up(None)
 
     async def _hang_up(self, code: int | None) -> None:
