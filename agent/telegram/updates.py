@@ -135,11 +135,11 @@ def _command(link: TelegramLink, actor: TelegramRef, command: str) -> None:
         links.revoke_where(pk=link.pk)
         _reply(link.chat_id, _("Disconnected. Connect again from the site whenever you like."))
     elif command == "/new":
-        chat = conversations.create_conversation(actor, {}, impersonated=False)
-        TelegramLink.objects.filter(pk=link.pk).update(conversation=chat)
+        conversation = conversations.create_conversation(actor, {}, impersonated=False)
+        TelegramLink.objects.filter(pk=link.pk).update(conversation=conversation)
         _reply(link.chat_id, _("A new chat. What can I do for you?"))
     elif command == "/chats":
-        _list_chats(link, actor)
+        _list_conversations(link, actor)
     elif command == "/cancel":
         current = link.conversation
         stopped = current is not None and turns.stop(actor, current.pk, impersonated=False)
@@ -156,10 +156,10 @@ def _command(link: TelegramLink, actor: TelegramRef, command: str) -> None:
 
 def _ask(link: TelegramLink, actor: TelegramRef, message: Any, text: str) -> None:
     """A message to the assistant: its files are taken first, a voice note is transcribed; then a turn."""
-    chat = _current_chat(link, actor)
+    conversation = _current_conversation(link, actor)
     spoken = False
     if message.voice is not None or message.audio is not None:
-        text = voice.transcribe(actor, chat.pk, _download(message.voice or message.audio), impersonated=False)
+        text = voice.transcribe(actor, conversation.pk, _download(message.voice or message.audio), impersonated=False)
         if not text:
             _reply(link.chat_id, _("I heard nothing I could write down. Try again, a little closer to the microphone."))
             return
@@ -172,43 +172,49 @@ def _ask(link: TelegramLink, actor: TelegramRef, message: Any, text: str) -> Non
             _reply(link.chat_id, _("Telegram lets me read files of at most 20 MB."))
             return
         attachment = files.add_attachment(
-            actor, chat.pk, ContentFile(_download_id(file_id), name=name), impersonated=False
+            actor, conversation.pk, ContentFile(_download_id(file_id), name=name), impersonated=False
         )
         extraction.process(attachment.pk)  # read now: the turn below needs it ready
         if not text:
             _reply(link.chat_id, _("I have the file. What should I do with it?"))
             return
     ready = [
-        a.pk for a in files.list_unlinked(actor, chat.pk, impersonated=False) if a.status == Attachment.Status.READY
+        a.pk
+        for a in files.list_unlinked(actor, conversation.pk, impersonated=False)
+        if a.status == Attachment.Status.READY
     ]
-    turns.start(actor, chat.pk, text, attachment_ids=ready, impersonated=False, language=link.language, spoken=spoken)
+    turns.start(
+        actor, conversation.pk, text, attachment_ids=ready, impersonated=False, language=link.language, spoken=spoken
+    )
     _typing(link.chat_id)
 
 
-def _current_chat(link: TelegramLink, actor: TelegramRef) -> Conversation:
+def _current_conversation(link: TelegramLink, actor: TelegramRef) -> Conversation:
     """The link's chat, or a new one when it has none (or it was deleted)."""
-    chat = link.conversation
-    if chat is not None and chat.status != Conversation.Status.DELETED:
+    conversation = link.conversation
+    if conversation is not None and conversation.status != Conversation.Status.DELETED:
         try:
-            conversations.authorize_conversation(actor, chat.pk, impersonated=False)
-            return chat
+            conversations.authorize_conversation(actor, conversation.pk, impersonated=False)
+            return conversation
         except errors.NotFound:
             pass
-    chat = conversations.create_conversation(actor, {}, impersonated=False)
-    TelegramLink.objects.filter(pk=link.pk).update(conversation=chat)
-    link.conversation = chat
-    return chat
+    conversation = conversations.create_conversation(actor, {}, impersonated=False)
+    TelegramLink.objects.filter(pk=link.pk).update(conversation=conversation)
+    link.conversation = conversation
+    return conversation
 
 
-def _list_chats(link: TelegramLink, actor: TelegramRef) -> None:
+def _list_conversations(link: TelegramLink, actor: TelegramRef) -> None:
     page = conversations.list_conversations(actor, impersonated=False, limit=CHATS_LISTED)
-    chats = list(page.conversations)
-    if not chats:
+    latest = list(page.conversations)
+    if not latest:
         _reply(link.chat_id, _("You have no chats yet. Write to me to start one."))
         return
-    choices = [[(chat.title or _("Untitled chat"), str(index))] for index, chat in enumerate(chats)]
+    choices = [[(conversation.title or _("Untitled chat"), str(index))] for index, conversation in enumerate(latest)]
     text = formatting.escape(_("Your latest chats. Pick one to go on with it:"))
-    delivery.send_with_buttons(link, text, choices, TelegramButtons.Kind.CHATS, chats=[str(chat.pk) for chat in chats])
+    delivery.send_with_buttons(
+        link, text, choices, TelegramButtons.Kind.CHATS, chats=[str(conversation.pk) for conversation in latest]
+    )
 
 
 # -- presses ---------------------------------------------------------------------------------------
@@ -257,12 +263,12 @@ def _card_press(actor: TelegramRef, buttons: TelegramButtons, choice: str) -> st
 
 def _switch(link: TelegramLink, actor: TelegramRef, buttons: TelegramButtons, choice: str) -> str:
     try:
-        chat_id = buttons.chats[int(choice)]
+        conversation_id = buttons.chats[int(choice)]
     except (IndexError, TypeError, ValueError):
         return _("This button no longer works.")
-    _scope, chat = conversations.authorize_conversation(actor, chat_id, impersonated=False)
-    TelegramLink.objects.filter(pk=link.pk).update(conversation=chat)
-    title = chat.title or _("Untitled chat")
+    _scope, conversation = conversations.authorize_conversation(actor, conversation_id, impersonated=False)
+    TelegramLink.objects.filter(pk=link.pk).update(conversation=conversation)
+    title = conversation.title or _("Untitled chat")
     try:  # the list says where the chat is now; the press's answer says it anyway
         delivery.edit(link.chat_id, buttons.message_id, _("Now in: %(title)s") % {"title": formatting.escape(title)})
     except BotError:
