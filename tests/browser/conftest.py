@@ -113,7 +113,9 @@ def browser_context(request: Any, chromium: Any, asgi_server: AsgiServer, worker
     broken: list[str] = []
     context.on("weberror", lambda error: broken.append(f"uncaught: {error.error}"))
     context.on("console", lambda message: "Content Security Policy" in message.text and broken.append(message.text))
+    answering = _requests_in_flight(context)
     yield context
+    _let_the_requests_end(context, answering)
     report = getattr(request.node, "report_call", None)
     if report is not None and report.failed:
         ARTIFACTS.mkdir(exist_ok=True)
@@ -121,6 +123,38 @@ def browser_context(request: Any, chromium: Any, asgi_server: AsgiServer, worker
             tab.screenshot(path=str(ARTIFACTS / f"{request.node.name}-{number}.png"), full_page=True)
     context.close()
     assert broken == [], "the page broke its policy or threw"
+
+
+REQUESTS_END_S = 5
+"""How long a test's end waits for the page's requests to be answered before its tabs close."""
+
+
+def _requests_in_flight(context: Any) -> set[Any]:
+    """The context's requests sent and not yet answered; an event stream's request lasts as long as its
+    stream, so it is not one of them."""
+    answering: set[Any] = set()
+
+    def sent(request: Any) -> None:
+        if request.resource_type != "eventsource":
+            answering.add(request)
+
+    def ended(request: Any) -> None:
+        answering.discard(request)
+
+    context.on("request", sent)
+    context.on("requestfinished", ended)
+    context.on("requestfailed", ended)
+    return answering
+
+
+def _let_the_requests_end(context: Any, answering: set[Any]) -> None:
+    """A request answered is one whose view has returned and committed; a tab closed with one still at
+    the server (an upload the test did not wait for) leaves daphne writing while the tables are emptied,
+    and the emptying's TRUNCATE deadlocks with it."""
+    pages = [page for page in context.pages if not page.is_closed()]
+    deadline = time.monotonic() + REQUESTS_END_S
+    while pages and answering and time.monotonic() < deadline:
+        pages[0].wait_for_timeout(50)  # Playwright hands this thread its events while it waits
 
 
 @pytest.fixture
