@@ -16,6 +16,7 @@ from rest_framework.response import Response
 
 from agent import confirmations
 from agent.access import authorize_session
+from agent.core.errors import NotWaiting
 from agent.models import Confirmation
 from agent.tools import execute_as, registry
 from agent.tools.drf import register_viewset
@@ -433,7 +434,7 @@ def test_an_edit_that_passes_runs_once_with_the_users_value(ref, chat, tools, mi
 
     mine.refresh_from_db()
     assert mine.title == "Oat milk"
-    with pytest.raises(confirmations.NotWaiting):  # a second click runs nothing
+    with pytest.raises(NotWaiting):  # a second click runs nothing
         confirmations.confirm(ref, confirmation.pk, impersonated=False, edits={"title": "Again"})
 
 
