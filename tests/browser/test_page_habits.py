@@ -96,6 +96,7 @@ def test_a_long_paste_s_chip_says_how_much_of_it_the_assistant_reads(tab, user):
     expect(chip.nth(1).locator(".agent-file-name")).to_have_text("pasted-2.txt")
     expect(chip.nth(1).locator(".agent-file-note")).to_have_count(0)
     expect(chip.nth(1)).to_have_attribute("data-status", "ready")
+    assert Conversation.objects.count() == 1  # the second paste went into the chat made for the first
 
 
 def test_a_paste_in_a_new_chat_never_sent_leaves_no_chat_behind_and_keeps_the_words(tab, user):

@@ -28,6 +28,7 @@ export class FileTray {
     this.chips = new Map(); // key (server id, or a local key while uploading) -> state
     this.waiting = []; // states of files picked and not yet uploading: one upload at a time keeps their order
     this.localKeys = 0;
+    this.opening = null; // the chat being made for files, while it is
   }
 
   changed() {
@@ -182,13 +183,24 @@ export class FileTray {
     }
     if (!this.conversation && this.openConversation) {
       try {
-        await this.openConversation(); // a file on a new chat starts it, as its first message would
+        await this.opened(); // a file on a new chat starts it, as its first message would
       } catch (error) {
         accepted.forEach((state) => this.forget(state)); // openConversation said why
         return;
       }
     }
     this.next();
+  }
+
+  /* The chat made for files that came with none open: files that come while it is being made (a second
+   * paste) wait for the same one, not a chat of their own, whose opening would drop the first's. */
+  opened() {
+    if (!this.opening) {
+      this.opening = Promise.resolve(this.openConversation()).finally(() => {
+        this.opening = null;
+      });
+    }
+    return this.opening;
   }
 
   /* The chat's files waiting for a message, as the server has them now. */
