@@ -3,8 +3,8 @@
 Apart from ``complete()`` (``client``), which asks for a stream when the caller follows the answer
 as it comes, because reading one is a job of its own: a thread that looks for a stop or the deadline
 while the caller waits, and a socket shut down under a reader blocked on it. The SDK's HTTP transport
-is read in two small functions only (``_socket_of``, ``_transport_of``), each checked against the
-installed SDK by ``tests/ai/test_transport_shape.py``.
+is reached in two small functions only (``_socket_of``, ``_transport_of``), through its documented
+surface, each checked against the installed SDK by ``tests/ai/test_transport_shape.py``.
 """
 
 from __future__ import annotations
@@ -156,9 +156,9 @@ class Watchdog:
 def _socket_of(response: Any) -> Any:
     """The socket a streamed response is read from, when the transport tells.
 
-    Read from the transport's internals (httpx's ``extensions["network_stream"]``) because a reader
-    blocked on a socket wakes when another thread shuts the socket down, and neither the SDK nor
-    httpx offers a public way to it. ``None`` where the transport does not tell: the cut then
+    Read through httpx's documented ``network_stream`` response extension (its ``get_extra_info``),
+    because a reader blocked on a socket wakes when another thread shuts the socket down, and the
+    SDK offers no way to it of its own. ``None`` where the transport does not tell: the cut then
     closes the response instead.
     """
     network = (getattr(response, "extensions", None) or {}).get("network_stream")
