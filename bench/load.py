@@ -4,12 +4,13 @@ daphne, Celery workers started with the command docs/operations.md gives (``--wo
 PostgreSQL and Redis, and a scripted OpenAI-compatible model in a process of its own that streams its
 answer after ``--delay`` seconds. Each of ``--users`` users is a real session with one websocket,
 subscribed to its own chat, that sends its next message as soon as the tab is told the last turn
-ended. Every process reads the demo site's production settings (``agent_project.settings``) and the
-database settings docs/operations.md recommends.
+ended (or ``--pause`` seconds later: one user alone, sending at once, would pass the socket's frame
+rate limit, ``WS_FRAMES_PER_10S``). Every process reads the demo site's production settings
+(``agent_project.settings``) and the database settings docs/operations.md recommends.
 
 Printed, over the ``--seconds`` measured after ``--warm-up``:
 
-- turns per second, and against the ideal ``users / (delay + 1 s)``;
+- turns per second, and against the ideal ``users / (delay + pause + 1 s)``;
 - send → first streamed word (``delta`` frame) and send → answer (``message`` frame) p50/p95;
 - lost (a send with no answer), stuck (a turn not ended after the drain), duplicated (a message
   shown twice on a socket, or a turn with other than one user message and one answer in the
@@ -404,8 +405,9 @@ class User:
     closed: Any = None
     ready_at: float | None = None
 
-    async def run(self, stop: threading.Event) -> None:
-        """Send, wait for the turn's end, send again, until ``stop`` is set; every frame noted."""
+    async def run(self, stop: threading.Event, pause: float) -> None:
+        """Send, wait for the turn's end, ``pause`` seconds (a person reading), send again, until ``stop``
+        is set; every frame noted."""
         async with await connect_subscribed(self.port, self.session_key, self.chat, open_timeout=60) as ws:
             self.ready_at = time.monotonic()
             number = 0
@@ -413,6 +415,7 @@ class User:
                 while not stop.is_set():
                     number += 1
                     await self.one_turn(ws, number)
+                    await asyncio.sleep(pause)
             except Exception as error:  # the report counts a socket that broke under load
                 self.closed = error
 
@@ -514,8 +517,8 @@ def check_database(users: list[User]) -> tuple[int, int]:
     return stuck, duplicated
 
 
-async def drive(users: list[User], stop: threading.Event) -> None:
-    await asyncio.gather(*(user.run(stop) for user in users))
+async def drive(users: list[User], stop: threading.Event, pause: float) -> None:
+    await asyncio.gather(*(user.run(stop, pause) for user in users))
 
 
 def main() -> None:
@@ -524,6 +527,9 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.0, help="seconds the model waits before its answer")
     parser.add_argument("--seconds", type=float, default=30.0, help="the measured window")
     parser.add_argument("--warm-up", type=float, default=5.0)
+    parser.add_argument(
+        "--pause", type=float, default=0.0, help="seconds a user waits after an answer before the next send"
+    )
     parser.add_argument("--workers", type=int, default=2, help="worker processes")
     parser.add_argument("--worker", default=WORKER, help="the worker command, as docs/operations.md gives it")
     parser.add_argument("--port", type=int, default=0)
@@ -551,14 +557,15 @@ def main() -> None:
         time.sleep(3)  # the workers ready
         worker_rss_idle = {pid: rss_mib(pid) for pid in site.pids("workers")}
         print(
-            f"{args.users} users, model delay {args.delay:g} s, {args.workers} × `{args.worker}`, "
+            f"{args.users} users, model delay {args.delay:g} s, pause {args.pause:g} s, "
+            f"{args.workers} × `{args.worker}`, "
             f"{args.warm_up:g} s warm-up + {args.seconds:g} s measured; load before: {os.getloadavg()[0]:.2f}",
             flush=True,
         )
         loop = asyncio.new_event_loop()
         started = time.monotonic()
         stop = threading.Event()
-        runner = threading.Thread(target=loop.run_until_complete, args=(drive(users, stop),))
+        runner = threading.Thread(target=loop.run_until_complete, args=(drive(users, stop, args.pause),))
         runner.start()
         while not all(u.ready_at for u in users) and runner.is_alive():
             time.sleep(0.1)  # every socket open and subscribed, then the warm-up
@@ -602,11 +609,11 @@ def main() -> None:
     shown_twice = sum(1 for u in users for count in u.receipts.values() if count > 1)
     broken = sum(1 for u in users if u.closed is not None)
     rate = len(done) / window
-    ideal = args.users / (args.delay + 1)
+    ideal = args.users / (args.delay + args.pause + 1)
     turns = max(len(done), 1)
     print(
         f"turns/s: {rate:.2f} ({len(done)} answers in {window:.1f} s); "
-        f"ideal users/(delay+1 s) = {ideal:.2f}: {rate / ideal:.0%}"
+        f"ideal users/(delay+pause+1 s) = {ideal:.2f}: {rate / ideal:.0%}"
     )
     print(f"send → first delta: {percentiles([s.first_delta - s.at for s in answered if s.first_delta])}")
     print(f"send → answer:      {percentiles([s.answer - s.at for s in answered])}")
@@ -616,6 +623,8 @@ def main() -> None:
         f"lost {lost}, stuck {stuck}, duplicated {duplicated} in the database, {shown_twice} shown twice on a socket, "
         f"{broken} sockets broken, refused {dict(refused) or 0}"
     )
+    for why, count in Counter(repr(u.closed) for u in users if u.closed is not None).items():
+        print(f"  broken {count}: {why}")
     product = ("daphne", "workers", "beat", "postgres", "redis")
     per_group = ", ".join(f"{name} {spent.get(name, 0) / turns * 1000:.1f}" for name in product)
     machine = sum(spent.get(name, 0) for name in product)
