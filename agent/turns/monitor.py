@@ -104,11 +104,12 @@ def sweep(conversation_id: ConversationId | None = None) -> int:
 
     Leases are judged by the database's clock."""
     now = timezone.now()
-    leased = locks.live_chat_leases().values("holder")
-    running = Turn.objects.filter(status=Status.RUNNING)
-    if conversation_id is not None:
-        running = running.filter(conversation_id=conversation_id)
-    dead = list(running.exclude(pk__in=leased))
+    if conversation_id is None:
+        leased = locks.live_chat_leases().values("holder")
+        dead = list(Turn.objects.filter(status=Status.RUNNING).exclude(pk__in=leased))
+    else:
+        dead_ids = locks.running_without_lease(conversation_id)
+        dead = list(Turn.objects.filter(pk__in=dead_ids)) if dead_ids else []
     for turn in dead:
         end_turn(turn, Status.INTERRUPTED, reason="worker_lost")
     if conversation_id is None:

@@ -123,6 +123,19 @@ def test_start_sweeps_its_chat_first(ref: SessionRef, chat: Any, endpoint: Any) 
     assert notices(chat) == ["interrupted"] and fresh.status == "queued"
 
 
+def test_start_leaves_a_running_turn_with_a_live_lease_and_the_dead_turns_of_other_chats(
+    ref: SessionRef, chat: Any, endpoint: Any
+) -> None:
+    alive = running(ref, chat)
+    other_chat = create_conversation(ref, {}, impersonated=False)
+    dead_elsewhere = running(ref, other_chat)
+    expire_leases(dead_elsewhere)
+    with pytest.raises(Busy):
+        turns.start(ref, chat.pk, "again", impersonated=False)
+    assert Turn.objects.get(pk=alive.pk).status == "running" and notices(chat) == []
+    assert Turn.objects.get(pk=dead_elsewhere.pk).status == "running"  # ended by the beat's sweep or its chat's start
+
+
 def test_sweep_leaves_a_running_turn_with_a_live_lease(ref: SessionRef, chat: Any, endpoint: Any) -> None:
     alive = running(ref, chat)
     assert monitor.sweep() == 0
