@@ -82,8 +82,13 @@ def attachment_processed(conversation_id: ConversationId, attachment_id: Attachm
     send_on_commit(topic(conversation_id), ATTACHMENT_PROCESSED, conversation=conversation_id, attachment=attachment_id)
 
 
-def turn_changed(conversation_id: ConversationId, turn_id: TurnId, status: str) -> None:
-    send_on_commit(topic(conversation_id), TURN_CHANGED, conversation=conversation_id, turn=turn_id, status=status)
+def turn_changed(conversation_id: ConversationId, turn_id: TurnId, status: str, *, last_seq: int | None = None) -> None:
+    """A turn queued, running or ended; an ended turn's event names the ``seq`` of the last message it
+    left on the line, so a tab that holds less knows it missed that message's event."""
+    fields: dict[str, Any] = {"conversation": conversation_id, "turn": turn_id, "status": status}
+    if last_seq is not None:
+        fields["last_seq"] = last_seq
+    send_on_commit(topic(conversation_id), TURN_CHANGED, **fields)
 
 
 def answer_delta(conversation_id: ConversationId, turn_id: TurnId, round_number: int, text: str) -> None:

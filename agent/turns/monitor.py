@@ -8,7 +8,7 @@ from typing import Any
 
 from celery import current_app
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Max, Q
 from django.utils import timezone
 
 from .. import attachments, notices
@@ -49,10 +49,16 @@ def end_turn(turn: Turn, status: str, *, reason: str = "") -> bool:
         if notice:
             notices.write_unless_gone(turn.conversation_id, notice, turn=turn)
         locks.release(turn)
-        events.turn_changed(turn.conversation_id, turn.pk, "ended")
+        events.turn_changed(turn.conversation_id, turn.pk, "ended", last_seq=_last_seq_on_line(turn))
     turn.status, turn.end_reason, turn.session_key = status, reason, ""
     logger.info("agent turn %s ended: %s %s", turn.pk, status, reason)
     return True
+
+
+def _last_seq_on_line(turn: Turn) -> int | None:
+    """The ``seq`` of the last message the turn left on the chat's line (None: it left none there)."""
+    on_line = Message.objects.filter(conversation_id=turn.conversation_id, turn_id=turn.pk, active=True)
+    return on_line.aggregate(last=Max("seq"))["last"]
 
 
 def _keep_users_words(turn: Turn) -> None:

@@ -249,6 +249,13 @@ class Feed:
         await self._send_if_allowed(event, {"type": "delta", **draft, "html": draft_html(event["text"])})
 
     async def _turn_changed(self, event: dict[str, Any]) -> None:
+        """A turn's state; an ended turn whose last message the tab has not got (its event never came, and
+        no later message will show the hole) makes the tab read what it missed first."""
+        conversation_id, last = event["conversation"], event.get("last_seq")
+        have = self.subscribed.get(conversation_id)
+        if last is not None and have is not None and have < last and conversation_id not in self.resyncing:
+            if await self.allowed() and not self.ended:
+                await self._resync(conversation_id, "missed message")
         await self._send_if_allowed(event, {"type": "turn", **_fields(event, "conversation", "turn", "status")})
 
     async def _attachment_processed(self, event: dict[str, Any]) -> None:

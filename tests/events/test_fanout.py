@@ -21,9 +21,11 @@ from django.utils import timezone
 from agent import conversations
 from agent.access import SessionRef
 from agent.core import events
-from agent.models import Conversation, Message
+from agent.models import Conversation, Message, Turn
+from agent.turns import monitor
 from agent.web import shared_reads
 from agent.web.shared_reads import SCOPE_FRESH_S
+from tests.support.factories import TurnFactory
 from tests.support.sessions import login
 from tests.support.sockets import close_code, error_frame, opened, parsed, subscribed
 
@@ -174,6 +176,50 @@ async def test_a_missing_message_event_makes_the_tab_resync_instead_of_showing_a
     assert str(first.pk) == reply["messages"][0]["id"]
     await sync_to_async(append)(chat, "and on it goes")
     assert (await tab.receive_json_from(timeout=5))["message"]["content"] == "and on it goes"
+    await tab.disconnect()
+
+
+async def test_a_lost_event_of_a_turns_last_message_makes_the_tab_resync_when_the_turn_ends(
+    session: tuple[Client, SessionRef], chat: Conversation
+) -> None:
+    tab = await opened(session[0])
+    await subscribed(tab, chat)
+    turn = await sync_to_async(TurnFactory)(conversation=chat, status=Turn.Status.RUNNING)
+    # given: the turn's answer is stored while the layer loses its event (the tab is out of the group meanwhile)
+    group = f"asgi:group:{events.topic(chat.pk)}".encode()
+    store = redis.Redis.from_url(REDIS_URL)
+    (channel,) = store.zrange(group, 0, -1)
+    store.zrem(group, channel)
+    answer = await sync_to_async(conversations.append_message)(
+        chat.pk, role=Message.Role.ASSISTANT, content="lost on the way", turn=turn
+    )
+    await sync_to_async(events.flush)()
+    store.zadd(group, {channel: time.time()})
+    store.close()
+    # when: the turn ends, and no later message would show the hole
+    await sync_to_async(monitor.end_turn)(turn, Turn.Status.FINISHED)
+    # then: the tab is told to read what it missed before it hears the turn ended, and reading brings the answer
+    assert await tab.receive_json_from(timeout=5) == {"type": "ready", "resync": str(chat.pk)}
+    ended = await tab.receive_json_from(timeout=5)
+    assert ended == {"type": "turn", "conversation": str(chat.pk), "turn": str(turn.pk), "status": "ended"}
+    reply = await subscribed(tab, chat)
+    assert [m["id"] for m in reply["messages"]] == [str(answer.pk)]
+    await tab.disconnect()
+
+
+async def test_a_tab_that_has_a_turns_last_message_hears_it_ended_without_a_resync(
+    session: tuple[Client, SessionRef], chat: Conversation
+) -> None:
+    tab = await opened(session[0])
+    await subscribed(tab, chat)
+    turn = await sync_to_async(TurnFactory)(conversation=chat, status=Turn.Status.RUNNING)
+    await sync_to_async(conversations.append_message)(
+        chat.pk, role=Message.Role.ASSISTANT, content="arrived", turn=turn
+    )
+    assert (await tab.receive_json_from(timeout=5))["message"]["content"] == "arrived"
+    await sync_to_async(monitor.end_turn)(turn, Turn.Status.FINISHED)
+    assert (await tab.receive_json_from(timeout=5))["status"] == "ended"
+    assert await tab.receive_nothing(timeout=0.3)
     await tab.disconnect()
 
 
