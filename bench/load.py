@@ -393,6 +393,7 @@ class Sent:
     answer: float | None = None
     ended: float | None = None
     refused: str = ""
+    resynced: bool = False  # the tab was told it missed an event and read the chat again
 
 
 @dataclass
@@ -404,6 +405,7 @@ class User:
     receipts: Counter[str] = field(default_factory=Counter)
     closed: Any = None
     ready_at: float | None = None
+    last_message: str = ""
 
     async def run(self, stop: threading.Event, pause: float) -> None:
         """Send, wait for the turn's end, ``pause`` seconds (a person reading), send again, until ``stop``
@@ -420,17 +422,28 @@ class User:
                 self.closed = error
 
     async def one_turn(self, ws: Any, number: int) -> None:
+        """One send and its turn, to the turn's end; told to resync, the tab reads what it missed (as the
+        page does: subscribing again after the last message it holds) before it counts the turn done."""
         sent = Sent(time.monotonic())
         self.sent.append(sent)
         ref = f"m{number}"
+        resyncing = False
         await ws.send(json.dumps({"type": "send", "conversation": self.chat, "text": f"question {number}", "ref": ref}))
-        while True:
+        while not (sent.ended and not resyncing):
             raw = await asyncio.wait_for(ws.recv(), timeout=120)
             now = time.monotonic()
             frame = json.loads(raw)
             kind = frame.get("type")
             if kind == "message":
-                self.receipts[frame["message"]["id"]] += 1
+                self.saw(frame["message"], sent, now)
+            elif kind == "ready" and frame.get("resync") == self.chat:
+                sent.resynced = resyncing = True
+                again = {"type": "subscribe", "conversation": self.chat, "ref": f"r{number}"}
+                await ws.send(json.dumps({**again, "after": self.last_message} if self.last_message else again))
+            elif kind == "subscribed" and resyncing:
+                resyncing = False
+                for message in frame["messages"]:
+                    self.saw(message, sent, now)
             if frame.get("ref") == ref:
                 if kind != "accepted":
                     sent.refused = str(frame.get("code") or kind)
@@ -439,11 +452,15 @@ class User:
                 sent.turn, sent.accepted = frame["turn"], now
             elif kind == "delta" and sent.first_delta is None and frame.get("turn") == sent.turn:
                 sent.first_delta = now
-            elif kind == "message" and frame["message"].get("role") == "assistant" and sent.answer is None:
-                sent.answer = now
             elif kind == "turn" and frame.get("turn") == sent.turn and frame.get("status") == "ended":
                 sent.ended = now
-                return
+
+    def saw(self, message: dict[str, Any], sent: Sent, now: float) -> None:
+        """A message the tab got, on its event or in a read after a resync."""
+        self.receipts[message["id"]] += 1
+        self.last_message = message["id"]
+        if message.get("role") == "assistant" and sent.answer is None:
+            sent.answer = now
 
 
 def users_with_chats(count: int, port: int) -> list[User]:
@@ -515,6 +532,17 @@ def check_database(users: list[User]) -> tuple[int, int]:
     )
     duplicated = sum(1 for row in per_turn if row["users"] != 1 or row["answers"] > 1)
     return stuck, duplicated
+
+
+def what_became_of(sent: Sent) -> str:
+    """A lost send's turn as its socket saw it and as the database has it, to tell where it went missing."""
+    from agent.models import Message, Turn
+
+    seen = {"first delta": sent.first_delta, "answer": sent.answer, "ended": sent.ended}
+    turn = Turn.objects.filter(pk=sent.turn).values("status", "end_reason").first()
+    stored = list(Message.objects.filter(turn_id=sent.turn).order_by("created_at").values_list("role", flat=True))
+    on_socket = ", ".join(f"{name} {'yes' if at else 'no'}" for name, at in seen.items())
+    return f"turn {sent.turn}: on the socket {on_socket}; in the database {turn}, messages {stored}"
 
 
 async def drive(users: list[User], stop: threading.Event, pause: float) -> None:
@@ -607,6 +635,7 @@ def main() -> None:
     refused = Counter(s.refused for s in sends if s.refused)
     lost = sum(1 for u in users for s in u.sent if s.turn and (s.answer is None or s.ended is None))
     shown_twice = sum(1 for u in users for count in u.receipts.values() if count > 1)
+    resynced = sum(1 for u in users for s in u.sent if s.resynced)
     broken = sum(1 for u in users if u.closed is not None)
     rate = len(done) / window
     ideal = args.users / (args.delay + args.pause + 1)
@@ -621,10 +650,15 @@ def main() -> None:
     print(f"send → accepted: {percentiles([s.accepted - s.at for s in sends if s.accepted])}")
     print(
         f"lost {lost}, stuck {stuck}, duplicated {duplicated} in the database, {shown_twice} shown twice on a socket, "
-        f"{broken} sockets broken, refused {dict(refused) or 0}"
+        f"{broken} sockets broken, refused {dict(refused) or 0}; "
+        f"{resynced} turns whose tab was told it missed an event and read the chat again"
     )
     for why, count in Counter(repr(u.closed) for u in users if u.closed is not None).items():
         print(f"  broken {count}: {why}")
+    for user in users:
+        for sent in user.sent:
+            if sent.turn and (sent.answer is None or sent.ended is None):
+                print(f"  lost: {what_became_of(sent)}")
     product = ("daphne", "workers", "beat", "postgres", "redis")
     per_group = ", ".join(f"{name} {spent.get(name, 0) / turns * 1000:.1f}" for name in product)
     machine = sum(spent.get(name, 0) for name in product)
