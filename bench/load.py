@@ -4,9 +4,10 @@ daphne, Celery workers started with the command docs/operations.md gives (``--wo
 PostgreSQL and Redis, and a scripted OpenAI-compatible model in a process of its own that streams its
 answer after ``--delay`` seconds. Each of ``--users`` users is a real session with one websocket,
 subscribed to its own chat, that sends its next message as soon as the tab is told the last turn
-ended (or ``--pause`` seconds later: one user alone, sending at once, would pass the socket's frame
-rate limit, ``WS_FRAMES_PER_10S``). Every process reads the demo site's production settings
-(``agent_project.settings``) and the database settings docs/operations.md recommends.
+ended (or ``--pause`` seconds later, for the latency of a machine that is not saturated). Every
+process reads the demo site's production settings (``agent_project.settings``) and the database
+settings docs/operations.md recommends, but for the socket's frame limit (``load_settings``): a
+bench user sends faster than any person.
 
 Printed, over the ``--seconds`` measured after ``--warm-up``:
 
@@ -568,7 +569,12 @@ def main() -> None:
         return
     for name, value in harness.DEFAULTS.items():
         os.environ.setdefault(name, value)
-    site_environ = dict(os.environ)
+    bench = str(Path(__file__).parent)
+    site_environ = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "load_settings",  # the demo's production settings; no frame limit for the users
+        "PYTHONPATH": os.pathsep.join(filter(None, [bench, os.environ.get("PYTHONPATH", "")])),
+    }
     os.environ["DATABASE_POOL_SIZE"] = "0"  # the bench's own connections stay with their threads, not in a pool
     harness.setup()
     own_backend(OWN_BACKENDS)
