@@ -58,7 +58,8 @@ def end_turn(turn: Turn, status: str, *, reason: str = "") -> bool:
 def _last_seq_on_line(turn: Turn) -> int | None:
     """The ``seq`` of the last message the turn left on the chat's line (None: it left none there)."""
     on_line = Message.objects.filter(conversation_id=turn.conversation_id, turn_id=turn.pk, active=True)
-    return on_line.aggregate(last=Max("seq"))["last"]
+    last: int | None = on_line.aggregate(last=Max("seq"))["last"]
+    return last
 
 
 def _keep_users_words(turn: Turn) -> None:
