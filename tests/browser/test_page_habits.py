@@ -187,6 +187,38 @@ def test_the_page_follows_the_system_s_dark_colours(tab, user):
     assert background == "rgb(255, 255, 255)"
 
 
+def test_a_chat_left_while_the_read_of_its_title_was_on_its_way_gets_its_title_in_the_list(
+    tab, user, endpoint, model_server
+):
+    # given a chat with no title yet, open, whose reads of its details the network holds from now on
+    model_server.push(answer("Read it."))
+    chat = ConversationFactory(user=user, title="")
+    sign_in(tab, user, f"/assistant/c/{chat.pk}/")
+    held: list[tuple[Any, Any]] = []
+    holding = [True]
+
+    def hold(route: Any) -> None:
+        if holding[0]:
+            held.append((route, route.fetch()))
+        else:
+            route.continue_()
+
+    tab.route(re.compile(rf"/api/conversations/{chat.pk}/$"), hold)
+
+    # when its first message gives it a title, and the user opens a new chat before the read of it comes back
+    send(tab, "read this")
+    expect(tab.locator(".msg-assistant .bubble")).to_have_text("Read it.")
+    assert held, "the chat's read was held"
+    tab.locator("#new-chat").click()
+    expect(tab.locator("#chat-title")).to_have_text("New chat")
+    holding[0] = False  # a later read goes through; those held come back now, in the order they left
+    for route, response in held:
+        route.fulfill(response=response)
+
+    # then the list shows the title the read brought
+    expect(tab.locator("#chat-list .chat-link")).to_have_text(["read this"])
+
+
 def test_a_read_of_the_chat_that_left_before_its_title_was_stored_does_not_undo_the_title(
     tab, user, endpoint, model_server
 ):

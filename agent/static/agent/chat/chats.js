@@ -282,7 +282,8 @@ export async function subscribe(chat) {
   await refreshDetail();
 }
 
-let detailReads = 0; // the chat's reads started: only the one that left last is shown
+let detailReads = 0; // the chats' reads started
+const latestRead = new Map(); // chat -> its read that left last: only that one is shown
 
 export async function refreshDetail() {
   const chat = state.current;
@@ -290,6 +291,7 @@ export async function refreshDetail() {
     return;
   }
   const read = ++detailReads;
+  latestRead.set(chat, read);
   const version = state.turnVersion;
   const box = state.outboxes.get(chat);
   const boxTurn = box ? box.turn : null; // only a turn known before the read can be missing from it
@@ -302,18 +304,22 @@ export async function refreshDetail() {
     }
     return;
   }
-  if (chat !== state.current || read !== detailReads) {
-    return; // another chat is open, or a later read (which knows more) is on its way
+  if (latestRead.get(chat) !== read) {
+    return; // a later read of the chat (which knows more) is on its way
   }
+  latestRead.delete(chat);
   const known = state.chats.get(chat);
   state.chats.set(chat, data.conversation);
-  showHeader(data.conversation);
   const item = listItem(chat);
   if (known && known.status !== data.conversation.status) {
     putChat(data.conversation, "top"); // archived and back in use after a new message: listed again
   } else if (item) {
     item.firstElementChild.textContent = chatTitle(data.conversation);
   }
+  if (chat !== state.current) {
+    return; // another chat opened meanwhile: the list shows this one's title, the rest is the open chat's
+  }
+  showHeader(data.conversation);
   if (boxTurn && (!data.turn || data.turn.id !== boxTurn)) {
     settleOutbox(box); // its turn ended while this tab was not told (a lost socket)
   }
