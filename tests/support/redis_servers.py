@@ -4,6 +4,7 @@ sentinel, or a Cluster node."""
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 import tempfile
 from pathlib import Path
@@ -41,9 +42,12 @@ class Servers:
         return port
 
     def cluster_node(self) -> int:
-        """A Redis Cluster node with no slots yet: enough for ``INFO cluster`` to say ``cluster_enabled:1``."""
+        """A Redis Cluster node with no slots yet: enough for ``INFO cluster`` to say ``cluster_enabled:1``.
+
+        The node also listens on its port + 10000 for the cluster bus, so that port must be free too (a
+        daphne of the browser tests once held it, and the node could not start)."""
         port = free_port()
-        while port + 10_000 > 65_535:  # the node also listens on its port + 10000 for the cluster bus
+        while port + 10_000 > 65_535 or not _free(port + 10_000):
             port = free_port()
         return self.start("--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf", port=port)
 
@@ -52,6 +56,16 @@ class Servers:
             process.kill()
             process.wait(timeout=10)
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _free(port: int) -> bool:
+    """Whether nothing listens on ``port`` of the loopback now."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _answers(port: int) -> bool:
